@@ -1,0 +1,104 @@
+//! Pluggable congestion control for the stream transport.
+//!
+//! The stream ([`crate::tcp`]) does loss detection, recovery and flow control; *how much* it may
+//! send is decided by a [`CongestionController`]. The stream reports what happened (segments
+//! sent, ACKs, loss signals) and asks [`CongestionController::send_permit`] before each
+//! transmission. This keeps NewReno ([`NewReno`]), CM-delegated control (the CM decides, the
+//! stream asks it for grants) and policy-driven controllers (ADTCP) out of the stream's code.
+//!
+//! Call order, per RFC 5681 / RFC 6582 as implemented by the stream:
+//!
+//! * every transmission (new data or retransmission): [`on_sent`](CongestionController::on_sent);
+//! * a cumulative ACK for new data outside recovery: [`on_ack`](CongestionController::on_ack);
+//! * the third duplicate ACK (entering fast recovery) or a retransmission timeout:
+//!   [`on_congestion_event`](CongestionController::on_congestion_event);
+//! * each further duplicate ACK in fast recovery:
+//!   [`on_recovery_dup_ack`](CongestionController::on_recovery_dup_ack);
+//! * a partial ACK in fast recovery: [`on_partial_ack`](CongestionController::on_partial_ack);
+//! * the ACK that ends fast recovery: [`on_recovery_end`](CongestionController::on_recovery_end).
+
+mod newreno;
+
+pub use newreno::NewReno;
+
+use crate::time::Time;
+use std::fmt;
+use std::time::Duration;
+
+/// Why the sender concluded that the network is congested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum CongestionSignal {
+    /// Three duplicate ACKs (RFC 5681 §3.2 fast retransmit).
+    DuplicateAcks,
+    /// The retransmission timer expired (RFC 6298 §5).
+    Timeout,
+    /// An explicit congestion notification echo (RFC 3168).
+    Ecn,
+}
+
+/// What an acknowledgement told the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckInfo {
+    /// Bytes newly acknowledged by this ACK's cumulative acknowledgement.
+    pub newly_acked_bytes: u64,
+    /// Bytes still outstanding after this ACK was processed.
+    pub bytes_in_flight: u64,
+    /// A round-trip sample valid under Karn's rule (none if the acked data was retransmitted).
+    pub rtt_sample: Option<Duration>,
+    /// The sender's maximum segment size, in bytes.
+    pub smss: u64,
+}
+
+/// The answer to "may I send a segment now?".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendPermit {
+    /// Send it.
+    Now,
+    /// Pacing: ask again at this time.
+    At(Time),
+    /// The window is full (or no grant is available); wait for an ACK or an outside event.
+    Blocked,
+}
+
+/// A congestion control algorithm driven by the stream transport. See the module docs for when
+/// each method is called.
+pub trait CongestionController: fmt::Debug {
+    /// A segment of `bytes` was transmitted; `retransmission` is true for resent data.
+    fn on_sent(&mut self, now: Time, bytes: u64, retransmission: bool);
+
+    /// A cumulative ACK acknowledged new data outside fast recovery.
+    fn on_ack(&mut self, now: Time, ack: &AckInfo);
+
+    /// Loss or congestion was detected: fast retransmit is starting, or the RTO fired.
+    /// `bytes_in_flight` is the FlightSize before any retransmission.
+    fn on_congestion_event(
+        &mut self,
+        now: Time,
+        signal: CongestionSignal,
+        bytes_in_flight: u64,
+        smss: u64,
+    );
+
+    /// A further duplicate ACK arrived during fast recovery.
+    fn on_recovery_dup_ack(&mut self, now: Time, smss: u64);
+
+    /// A partial ACK (acknowledging some but not all data outstanding when recovery began).
+    fn on_partial_ack(&mut self, now: Time, ack: &AckInfo);
+
+    /// The ACK that ends fast recovery (acknowledges everything up to the recovery point).
+    fn on_recovery_end(&mut self, now: Time, ack: &AckInfo);
+
+    /// May a segment of `bytes` be sent now, with `bytes_in_flight` already outstanding?
+    fn send_permit(&mut self, now: Time, bytes_in_flight: u64, bytes: u64) -> SendPermit;
+
+    /// The current congestion window in bytes (for metrics and traces).
+    fn window(&self) -> u64;
+
+    /// The slow-start threshold in bytes, if the algorithm has one.
+    fn ssthresh(&self) -> Option<u64> {
+        None
+    }
+
+    /// A short name for reports ("newreno", "cm", ...).
+    fn name(&self) -> &'static str;
+}

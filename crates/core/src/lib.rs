@@ -1,0 +1,26 @@
+//! adaptnet-core: the sans-IO protocol logic of adaptnet.
+//!
+//! Nothing here performs I/O, reads a clock, spawns a thread or uses a global random number
+//! generator. Every state machine is driven by an engine — the deterministic simulator
+//! (`adaptnet-sim`) or a real runtime — through the same call pattern:
+//!
+//! 1. feed inputs: `handle_*(now, …)` for packets and application requests;
+//! 2. drain outputs: `poll_transmit(now)` until `None`, then `poll_event()` until `None`;
+//! 3. arm one timer at `poll_timeout()` and call `handle_timeout(now)` when it fires.
+//!
+//! Module map:
+//! - [`time`]: the one `Time` type;
+//! - [`rtt`]: RFC 6298 RTT estimation shared by all transports;
+//! - [`cc`]: the pluggable congestion-controller trait and NewReno;
+//! - [`tcp`]: the TCP-like stream (RFC 5681/6582/6298), with wire format;
+//! - [`cbr`]: constant-bit-rate UDP source and sink for cross traffic;
+//! - [`wire`]: shared helpers for checked wire parsing.
+
+pub mod cbr;
+pub mod cc;
+pub mod rtt;
+pub mod tcp;
+pub mod time;
+pub mod wire;
+
+pub use time::Time;

@@ -1,0 +1,590 @@
+//! A TCP-like byte stream, sans-IO: RFC 9293 connection handling (three-way handshake, FIN),
+//! RFC 5681 congestion control events, RFC 6582 NewReno loss recovery, RFC 6298 retransmission
+//! timer with exponential backoff and Karn's rule, optional RFC 5681 §4.2 delayed ACKs.
+//!
+//! How much may be in flight is decided by a pluggable
+//! [`CongestionController`](crate::cc::CongestionController); NewReno is the default.
+//!
+//! Application data is *virtual*: the stream counts bytes and positions, not their contents.
+//! Engines that carry real bytes keep them in their own buffers, indexed by stream offset.
+//!
+//! Read in this order: [`seq`] (positions vs. wire numbers), `send.rs` (the sender's state
+//! machine), `recv.rs` (the receiver's), then [`Connection`].
+//!
+//! # Driving a connection
+//!
+//! ```text
+//! loop {
+//!     conn.handle_segment(now, &repr, payload_len)   // for each arriving segment
+//!     conn.handle_timeout(now)                       // when poll_timeout() has passed
+//!     while let Some(seg) = conn.poll_transmit(now) { send(seg) }
+//!     while let Some(ev) = conn.poll_event() { … }
+//!     arm a timer at conn.poll_timeout()
+//! }
+//! ```
+//! `poll_transmit` must be drained after *every* input, including `write` and timeouts.
+
+mod recv;
+mod send;
+pub mod seq;
+pub mod wire;
+
+pub use wire::{Flags, TcpRepr};
+
+use crate::cc::{CongestionController, NewReno};
+use crate::rtt::{RtoConfig, RttEstimator};
+use crate::time::Time;
+use recv::RecvHalf;
+use send::SendHalf;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Stream configuration.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct TcpConfig {
+    /// Sender maximum segment size: payload bytes per segment.
+    pub mss: u16,
+    /// Retransmission timer bounds.
+    pub rto: RtoConfig,
+    /// Delayed-ACK timeout (RFC 5681 §4.2, at most 500 ms); `None` acknowledges every segment.
+    pub delayed_ack: Option<Duration>,
+    /// Receive buffer in bytes; the advertised window is what is free of it.
+    pub recv_buffer: u64,
+    /// Consecutive retransmission timeouts after which the connection is aborted.
+    pub max_retries: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            rto: RtoConfig::default(),
+            delayed_ack: None,
+            recv_buffer: 4 << 20,
+            max_retries: 15,
+        }
+    }
+}
+
+/// Counters kept by a connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct TcpStats {
+    /// Segments carrying data or a FIN that were transmitted (including retransmissions).
+    pub segments_sent: u64,
+    /// Payload bytes transmitted (including retransmissions).
+    pub bytes_sent: u64,
+    /// Retransmitted segments.
+    pub segments_retransmitted: u64,
+    /// Fast retransmits (entries into fast recovery).
+    pub fast_retransmits: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Bytes (positions) acknowledged by the peer.
+    pub bytes_acked: u64,
+    /// Duplicate ACKs received.
+    pub dup_acks_received: u64,
+    /// Pure ACKs sent.
+    pub acks_sent: u64,
+}
+
+/// Something the application should know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TcpEvent {
+    /// The handshake completed.
+    Connected,
+    /// New in-order data can be read (coalesced until the next `read`).
+    Readable,
+    /// The peer closed its direction (its FIN arrived, after all its data).
+    PeerClosed,
+    /// Our FIN and all our data were acknowledged.
+    SendClosed,
+    /// The connection was reset by the peer or gave up after `max_retries` timeouts.
+    Aborted,
+}
+
+/// Connection state (a reduced RFC 9293 state diagram: closing is tracked per direction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Active open: SYN sent, waiting for SYN-ACK.
+    SynSent,
+    /// Passive open: SYN received, SYN-ACK sent, waiting for its ACK.
+    SynReceived,
+    /// Data may flow.
+    Established,
+    /// Reset or timed out.
+    Aborted,
+}
+
+/// One segment to transmit: a header and a count of (virtual) payload bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The header.
+    pub repr: TcpRepr,
+    /// Payload bytes following the header.
+    pub payload_len: u32,
+}
+
+/// A TCP connection. See the module docs for the calling pattern.
+#[derive(Debug)]
+pub struct Connection {
+    config: TcpConfig,
+    state: State,
+    local_port: u16,
+    remote_port: u16,
+    /// Our initial sequence number.
+    iss: u32,
+    /// The peer's initial sequence number (valid once its SYN is seen).
+    irs: u32,
+    send: SendHalf,
+    recv: RecvHalf,
+    stats: TcpStats,
+    /// Our SYN (or SYN-ACK) must be (re)transmitted.
+    syn_due: bool,
+    syn_sent_at: Option<Time>,
+    syn_retransmitted: bool,
+    /// Window-scale shifts (RFC 7323 §2.3); zero unless both sides sent the option.
+    our_wscale: u8,
+    peer_wscale: u8,
+    last_peer_window: u16,
+    readable_signalled: bool,
+    send_closed_signalled: bool,
+    peer_closed_signalled: bool,
+    events: VecDeque<TcpEvent>,
+}
+
+impl Connection {
+    /// Active open: the connection will send a SYN on the first `poll_transmit`.
+    pub fn connect(
+        config: TcpConfig,
+        local_port: u16,
+        remote_port: u16,
+        iss: u32,
+        cc: Box<dyn CongestionController>,
+    ) -> Connection {
+        let mut c = Connection::new(config, local_port, remote_port, iss, cc);
+        c.state = State::SynSent;
+        c.syn_due = true;
+        c
+    }
+
+    /// Passive open from a received SYN (`syn.flags.syn` must be set).
+    pub fn accept(
+        config: TcpConfig,
+        syn: &TcpRepr,
+        iss: u32,
+        cc: Box<dyn CongestionController>,
+    ) -> Connection {
+        let mut c = Connection::new(config, syn.dst_port, syn.src_port, iss, cc);
+        c.state = State::SynReceived;
+        c.syn_due = true;
+        c.on_peer_syn(syn);
+        c
+    }
+
+    /// A NewReno controller sized for this configuration.
+    pub fn newreno(config: &TcpConfig) -> Box<dyn CongestionController> {
+        Box::new(NewReno::new(u64::from(config.mss)))
+    }
+
+    fn new(
+        config: TcpConfig,
+        local_port: u16,
+        remote_port: u16,
+        iss: u32,
+        cc: Box<dyn CongestionController>,
+    ) -> Connection {
+        let mss = u64::from(config.mss.max(1));
+        let send = SendHalf::new(mss, config.rto, cc);
+        let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack);
+        Connection {
+            config,
+            state: State::SynSent,
+            local_port,
+            remote_port,
+            iss,
+            irs: 0,
+            send,
+            recv,
+            stats: TcpStats::default(),
+            syn_due: false,
+            syn_sent_at: None,
+            syn_retransmitted: false,
+            our_wscale: 0,
+            peer_wscale: 0,
+            last_peer_window: 0,
+            readable_signalled: false,
+            send_closed_signalled: false,
+            peer_closed_signalled: false,
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The shift that makes our receive buffer fit the 16-bit window field.
+    fn desired_wscale(&self) -> u8 {
+        let mut shift = 0u8;
+        while shift < 14 && (self.config.recv_buffer >> shift) > u64::from(u16::MAX) {
+            shift += 1;
+        }
+        shift
+    }
+
+    fn on_peer_syn(&mut self, syn: &TcpRepr) {
+        self.irs = syn.seq;
+        self.recv.on_syn();
+        match syn.window_scale {
+            // RFC 7323 §2.2: scaling is used only if both SYNs carry the option.
+            Some(shift) => {
+                self.peer_wscale = shift.min(14);
+                self.our_wscale = self.desired_wscale();
+            }
+            None => {
+                self.peer_wscale = 0;
+                self.our_wscale = 0;
+            }
+        }
+        self.last_peer_window = syn.window;
+        self.send.set_peer_window(u64::from(syn.window));
+    }
+
+    /// Appends `bytes` of application data to the send stream.
+    pub fn write(&mut self, bytes: u64) {
+        self.send.write(bytes);
+    }
+
+    /// Closes our direction: a FIN follows the data already written.
+    pub fn close(&mut self) {
+        self.send.close();
+    }
+
+    /// The application reads up to `bytes` of delivered data; returns how many it got.
+    pub fn read(&mut self, bytes: u64) -> u64 {
+        self.readable_signalled = false;
+        self.recv.read(bytes)
+    }
+
+    /// Handles an arriving segment addressed to this connection.
+    pub fn handle_segment(&mut self, now: Time, repr: &TcpRepr, payload_len: u32) {
+        if self.state == State::Aborted {
+            return;
+        }
+        if repr.flags.rst {
+            self.abort();
+            return;
+        }
+        if repr.flags.syn {
+            self.handle_syn(now, repr);
+            if !repr.flags.ack || self.state != State::Established {
+                return;
+            }
+        }
+        if self.state == State::SynReceived {
+            if !repr.flags.ack || seq::from_wire(self.iss, repr.ack, 0) == 0 {
+                return;
+            }
+            self.establish(now);
+        }
+        if self.state != State::Established {
+            return;
+        }
+
+        // Receiver side: data and FIN.
+        let len = u64::from(payload_len);
+        if len > 0 || repr.flags.fin {
+            let pos = seq::from_wire(self.irs, repr.seq, self.recv.nxt());
+            let advanced = self.recv.on_segment(now, pos, len, repr.flags.fin);
+            if advanced > 0 && !self.readable_signalled {
+                self.readable_signalled = true;
+                self.events.push_back(TcpEvent::Readable);
+            }
+            if self.recv.fin_delivered() && !self.peer_closed_signalled {
+                self.peer_closed_signalled = true;
+                self.events.push_back(TcpEvent::PeerClosed);
+            }
+        }
+
+        // Sender side: the acknowledgement and the window.
+        if repr.flags.ack {
+            let ack = seq::from_wire(self.iss, repr.ack, self.send.una());
+            let window_unchanged = repr.window == self.last_peer_window;
+            self.last_peer_window = repr.window;
+            self.send
+                .set_peer_window(u64::from(repr.window) << self.peer_wscale);
+            let dup_candidate = len == 0 && !repr.flags.syn && !repr.flags.fin && window_unchanged;
+            self.send.on_ack(now, ack, dup_candidate, &mut self.stats);
+            if self.send.all_acked() && !self.send_closed_signalled && self.fin_requested() {
+                self.send_closed_signalled = true;
+                self.events.push_back(TcpEvent::SendClosed);
+            }
+        }
+    }
+
+    fn fin_requested(&self) -> bool {
+        self.send.fin_requested()
+    }
+
+    fn handle_syn(&mut self, now: Time, repr: &TcpRepr) {
+        match self.state {
+            State::SynSent if repr.flags.ack => {
+                if seq::from_wire(self.iss, repr.ack, 0) != 1 {
+                    return;
+                }
+                self.on_peer_syn(repr);
+                self.establish(now);
+            }
+            // A retransmitted SYN or SYN-ACK: our answer was lost, send it again.
+            State::SynReceived => self.syn_due = true,
+            State::Established => self.recv.on_syn(),
+            _ => {}
+        }
+    }
+
+    fn establish(&mut self, now: Time) {
+        let sample = match (self.syn_sent_at, self.syn_retransmitted) {
+            (Some(t), false) => Some(now - t),
+            _ => None,
+        };
+        self.send.on_syn_acked(now, sample);
+        self.state = State::Established;
+        self.syn_due = false;
+        self.events.push_back(TcpEvent::Connected);
+    }
+
+    fn abort(&mut self) {
+        if self.state != State::Aborted {
+            self.state = State::Aborted;
+            self.events.push_back(TcpEvent::Aborted);
+        }
+    }
+
+    /// The next segment to transmit, if any. Drain until `None` after every input.
+    pub fn poll_transmit(&mut self, now: Time) -> Option<Segment> {
+        match self.state {
+            State::Aborted => None,
+            State::SynSent | State::SynReceived => self.poll_handshake(now),
+            State::Established => {
+                if let Some(seg) = self.send.next_segment(now, &mut self.stats) {
+                    let mut repr = self.header(seq::to_wire(self.iss, seg.pos));
+                    repr.flags.fin = seg.fin;
+                    repr.flags.psh = seg.len > 0;
+                    self.recv.on_ack_sent(now);
+                    return Some(Segment {
+                        repr,
+                        payload_len: seg.len,
+                    });
+                }
+                if self.recv.ack_due(now) {
+                    let repr = self.header(seq::to_wire(self.iss, self.send.max_sent()));
+                    self.recv.on_ack_sent(now);
+                    self.stats.acks_sent += 1;
+                    return Some(Segment {
+                        repr,
+                        payload_len: 0,
+                    });
+                }
+                None
+            }
+        }
+    }
+
+    fn poll_handshake(&mut self, now: Time) -> Option<Segment> {
+        if !self.syn_due {
+            return None;
+        }
+        self.syn_due = false;
+        if self.syn_sent_at.is_some() {
+            self.syn_retransmitted = true;
+        }
+        self.syn_sent_at = Some(now);
+        self.send.arm_rto(now);
+        let passive = self.state == State::SynReceived;
+        let offer_wscale = !passive || self.our_wscale > 0 || self.peer_wscale > 0;
+        let repr = TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq: self.iss,
+            ack: if passive {
+                seq::to_wire(self.irs, self.recv.nxt())
+            } else {
+                0
+            },
+            flags: Flags {
+                syn: true,
+                ack: passive,
+                ..Flags::default()
+            },
+            // RFC 7323 §2.2: the window in a SYN is never scaled.
+            window: self.config.recv_buffer.min(u64::from(u16::MAX)) as u16,
+            mss: Some(self.config.mss),
+            window_scale: offer_wscale.then(|| self.desired_wscale()),
+        };
+        Some(Segment {
+            repr,
+            payload_len: 0,
+        })
+    }
+
+    fn header(&self, seq_wire: u32) -> TcpRepr {
+        let window = (self.recv.window() >> self.our_wscale).min(u64::from(u16::MAX)) as u16;
+        TcpRepr {
+            src_port: self.local_port,
+            dst_port: self.remote_port,
+            seq: seq_wire,
+            ack: seq::to_wire(self.irs, self.recv.nxt()),
+            flags: Flags {
+                ack: true,
+                ..Flags::default()
+            },
+            window,
+            mss: None,
+            window_scale: None,
+        }
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        if self.state == State::Aborted {
+            return None;
+        }
+        match (self.send.poll_timeout(), self.recv.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Fires whatever timers have expired by `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        let rto_fired = self.send.rto_deadline().is_some_and(|t| t <= now);
+        if !rto_fired {
+            return;
+        }
+        if self.send.backoffs() >= self.config.max_retries {
+            self.abort();
+            return;
+        }
+        match self.state {
+            State::SynSent | State::SynReceived => {
+                self.stats.timeouts += 1;
+                self.send.note_backoff();
+                self.syn_due = true;
+            }
+            State::Established => self.send.on_rto(now, &mut self.stats),
+            State::Aborted => {}
+        }
+    }
+
+    /// The next application event, if any.
+    pub fn poll_event(&mut self) -> Option<TcpEvent> {
+        self.events.pop_front()
+    }
+
+    // ----- environment-action hooks -----
+
+    /// Changes the delayed-ACK timeout (`None`: acknowledge every segment).
+    pub fn set_delayed_ack(&mut self, delay: Option<Duration>) {
+        self.config.delayed_ack = delay;
+        self.recv.set_delayed_ack(delay);
+    }
+
+    /// Sends `n` extra (duplicate) ACKs as soon as possible.
+    pub fn request_extra_acks(&mut self, n: u32) {
+        self.recv.request_extra_acks(n);
+    }
+
+    /// Clears RTO backoff and retransmits the first unacknowledged segment now: for use when
+    /// the application learns that connectivity is back.
+    pub fn reset_rto(&mut self, now: Time) {
+        if self.state == State::Established {
+            self.send.reset_rto(now);
+        }
+    }
+
+    // ----- queries -----
+
+    /// Connection state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// The handshake has completed and the connection is not aborted.
+    pub fn is_established(&self) -> bool {
+        self.state == State::Established
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &TcpStats {
+        &self.stats
+    }
+
+    /// Application bytes acknowledged by the peer.
+    pub fn bytes_acked(&self) -> u64 {
+        self.send.acked_bytes()
+    }
+
+    /// Application bytes written but not yet acknowledged.
+    pub fn bytes_unacked(&self) -> u64 {
+        self.send.unacked_bytes()
+    }
+
+    /// Application bytes delivered to us in order.
+    pub fn bytes_delivered(&self) -> u64 {
+        self.recv.delivered()
+    }
+
+    /// Delivered bytes not yet read.
+    pub fn bytes_unread(&self) -> u64 {
+        self.recv.unread()
+    }
+
+    /// The peer's FIN has been received.
+    pub fn peer_closed(&self) -> bool {
+        self.recv.fin_delivered()
+    }
+
+    /// Everything we wrote (and our FIN, if we closed) has been acknowledged.
+    pub fn send_complete(&self) -> bool {
+        self.send.all_acked()
+    }
+
+    /// RTT estimator of the sending direction.
+    pub fn rtt(&self) -> &RttEstimator {
+        self.send.rtt()
+    }
+
+    /// Mutable RTT estimator (to seed it from cached path state).
+    pub fn rtt_mut(&mut self) -> &mut RttEstimator {
+        self.send.rtt_mut()
+    }
+
+    /// The congestion controller.
+    pub fn cc(&self) -> &dyn CongestionController {
+        self.send.cc()
+    }
+
+    /// The congestion controller, mutably (for controllers with external inputs).
+    pub fn cc_mut(&mut self) -> &mut dyn CongestionController {
+        self.send.cc_mut()
+    }
+
+    /// The sender is in NewReno fast recovery.
+    pub fn in_recovery(&self) -> bool {
+        self.send.in_recovery()
+    }
+
+    /// Local port.
+    pub fn local_port(&self) -> u16 {
+        self.local_port
+    }
+
+    /// Remote port.
+    pub fn remote_port(&self) -> u16 {
+        self.remote_port
+    }
+
+    /// A pacing wake-up is due (used by engines that coalesce timers).
+    pub fn pacing_due(&self, now: Time) -> bool {
+        self.send.pacing_due(now)
+    }
+}
+
+#[cfg(test)]
+mod tests;

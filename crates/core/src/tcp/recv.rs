@@ -1,0 +1,283 @@
+//! The receiving half of a stream: in-order delivery, out-of-order ranges, and when to
+//! acknowledge (RFC 5681 §4.2 delayed ACKs, immediate ACKs for out-of-order data and for
+//! segments that fill a hole, RFC 9293 §3.10.7.4).
+
+use crate::time::Time;
+use std::time::Duration;
+
+/// Bound on remembered out-of-order ranges: one range per hole, and a window of 1 GiB in
+/// 1 KiB segments could not plausibly have more holes than this.
+const MAX_OOO_RANGES: usize = 1024;
+
+/// When the next ACK is due.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AckDue {
+    None,
+    At(Time),
+    Now,
+}
+
+/// Receiver state.
+#[derive(Debug)]
+pub(super) struct RecvHalf {
+    /// Next position expected (RFC 9293 RCV.NXT). 0 until the SYN arrives.
+    nxt: u64,
+    /// Received ranges above `nxt`, sorted and disjoint.
+    ooo: Vec<(u64, u64)>,
+    /// Bytes delivered in order but not yet read by the application.
+    unread: u64,
+    /// Total bytes delivered in order.
+    delivered: u64,
+    /// Receive buffer size: the window is this minus `unread`.
+    buffer: u64,
+    /// Position of the peer's FIN, once seen.
+    fin_at: Option<u64>,
+    fin_delivered: bool,
+    delayed_ack: Option<Duration>,
+    /// Full segments received since the last ACK (RFC 5681 §4.2: ACK at least every second).
+    unacked_segments: u32,
+    due: AckDue,
+    /// Extra ACKs the application asked for (the "extra duplicate ACKs" environment action).
+    extra_acks: u32,
+}
+
+impl RecvHalf {
+    pub(super) fn new(buffer: u64, delayed_ack: Option<Duration>) -> RecvHalf {
+        RecvHalf {
+            nxt: 0,
+            ooo: Vec::new(),
+            unread: 0,
+            delivered: 0,
+            buffer,
+            fin_at: None,
+            fin_delivered: false,
+            delayed_ack,
+            unacked_segments: 0,
+            due: AckDue::None,
+            extra_acks: 0,
+        }
+    }
+
+    /// The peer's SYN arrived: the stream begins after it.
+    pub(super) fn on_syn(&mut self) {
+        if self.nxt == 0 {
+            self.nxt = 1;
+        }
+        self.due = AckDue::Now;
+    }
+
+    pub(super) fn nxt(&self) -> u64 {
+        self.nxt
+    }
+
+    /// The window to advertise, in bytes.
+    pub(super) fn window(&self) -> u64 {
+        self.buffer.saturating_sub(self.unread)
+    }
+
+    /// Handles `len` payload bytes at `pos` (and a FIN after them if `fin`).
+    /// Returns the number of bytes newly delivered in order.
+    pub(super) fn on_segment(&mut self, now: Time, pos: u64, len: u64, fin: bool) -> u64 {
+        if fin {
+            self.fin_at.get_or_insert(pos + len);
+        }
+        let end = pos.saturating_add(len);
+        let window_end = self.nxt + self.window();
+        if len > 0 && (end <= self.nxt || pos >= window_end) {
+            // Entirely old (a retransmission we already have) or beyond the window:
+            // acknowledge at once so the sender learns where we are.
+            self.due = AckDue::Now;
+            return 0;
+        }
+        let end = end.min(window_end);
+        let had_hole = !self.ooo.is_empty();
+        let mut advanced = 0;
+        if len > 0 {
+            if pos <= self.nxt {
+                advanced = end - self.nxt;
+                self.nxt = end;
+                advanced += self.absorb_ooo();
+            } else {
+                self.insert_ooo(pos, end);
+            }
+        }
+        self.delivered += advanced;
+        self.unread += advanced;
+        let fin_now = !self.fin_delivered && self.fin_at == Some(self.nxt);
+        if fin_now {
+            self.fin_delivered = true;
+            self.nxt += 1;
+        }
+
+        if advanced == 0 && len > 0 {
+            // Out of order: RFC 5681 §4.2 says ACK immediately (the duplicate ACK).
+            self.due = AckDue::Now;
+        } else if had_hole || fin_now || self.delayed_ack.is_none() {
+            // Filling a hole also gets an immediate ACK (RFC 5681 §4.2).
+            self.due = AckDue::Now;
+        } else if advanced > 0 {
+            self.unacked_segments += 1;
+            if self.unacked_segments >= 2 {
+                self.due = AckDue::Now;
+            } else if self.due == AckDue::None {
+                let delay = self.delayed_ack.unwrap_or_default();
+                self.due = AckDue::At(now + delay);
+            }
+        }
+        advanced
+    }
+
+    fn absorb_ooo(&mut self) -> u64 {
+        let mut gained = 0;
+        while let Some(&(s, e)) = self.ooo.first() {
+            if s > self.nxt {
+                break;
+            }
+            if e > self.nxt {
+                gained += e - self.nxt;
+                self.nxt = e;
+            }
+            self.ooo.remove(0);
+        }
+        gained
+    }
+
+    fn insert_ooo(&mut self, start: u64, end: u64) {
+        let idx = self.ooo.partition_point(|&(s, _)| s < start);
+        self.ooo.insert(idx, (start, end));
+        // Merge overlapping or adjacent neighbours.
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.ooo.len());
+        for &(s, e) in &self.ooo {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        merged.truncate(MAX_OOO_RANGES);
+        self.ooo = merged;
+    }
+
+    /// The application consumed `bytes` of delivered data (opens the window).
+    pub(super) fn read(&mut self, bytes: u64) -> u64 {
+        let n = bytes.min(self.unread);
+        self.unread -= n;
+        n
+    }
+
+    pub(super) fn unread(&self) -> u64 {
+        self.unread
+    }
+
+    pub(super) fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    pub(super) fn fin_delivered(&self) -> bool {
+        self.fin_delivered
+    }
+
+    /// An ACK should be sent now.
+    pub(super) fn ack_due(&self, now: Time) -> bool {
+        match self.due {
+            AckDue::None => self.extra_acks > 0,
+            AckDue::At(t) => t <= now || self.extra_acks > 0,
+            AckDue::Now => true,
+        }
+    }
+
+    /// An ACK (pure or piggybacked) was sent.
+    pub(super) fn on_ack_sent(&mut self, now: Time) {
+        let was_due = match self.due {
+            AckDue::Now => true,
+            AckDue::At(t) => t <= now,
+            AckDue::None => false,
+        };
+        if !was_due {
+            self.extra_acks = self.extra_acks.saturating_sub(1);
+        }
+        self.due = AckDue::None;
+        self.unacked_segments = 0;
+    }
+
+    pub(super) fn poll_timeout(&self) -> Option<Time> {
+        match self.due {
+            AckDue::At(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    pub(super) fn set_delayed_ack(&mut self, delay: Option<Duration>) {
+        self.delayed_ack = delay;
+        if delay.is_none() && matches!(self.due, AckDue::At(_)) {
+            self.due = AckDue::Now;
+        }
+    }
+
+    pub(super) fn request_extra_acks(&mut self, n: u32) {
+        self.extra_acks = self.extra_acks.saturating_add(n);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn established(delayed: Option<Duration>) -> RecvHalf {
+        let mut r = RecvHalf::new(1 << 20, delayed);
+        r.on_syn();
+        r.on_ack_sent(Time::ZERO);
+        r
+    }
+
+    #[test]
+    fn test_in_order_delivery_advances_nxt() {
+        let mut r = established(None);
+        assert_eq!(r.on_segment(Time::ZERO, 1, 100, false), 100);
+        assert_eq!(r.nxt(), 101);
+        assert!(r.ack_due(Time::ZERO));
+    }
+
+    #[test]
+    fn test_hole_is_filled_and_acked_immediately() {
+        let mut r = established(Some(Duration::from_millis(200)));
+        assert_eq!(r.on_segment(Time::ZERO, 101, 100, false), 0);
+        assert!(r.ack_due(Time::ZERO), "out-of-order data is acked at once");
+        r.on_ack_sent(Time::ZERO);
+        assert_eq!(r.on_segment(Time::ZERO, 1, 100, false), 200);
+        assert!(r.ack_due(Time::ZERO), "filling a hole is acked at once");
+        assert_eq!(r.nxt(), 201);
+    }
+
+    #[test]
+    fn test_delayed_ack_waits_for_second_segment_or_timer() {
+        let mut r = established(Some(Duration::from_millis(200)));
+        r.on_segment(Time::ZERO, 1, 100, false);
+        assert!(!r.ack_due(Time::ZERO));
+        assert_eq!(r.poll_timeout(), Some(Time::from_millis(200)));
+        assert!(r.ack_due(Time::from_millis(200)));
+        r.on_segment(Time::ZERO, 101, 100, false);
+        assert!(r.ack_due(Time::ZERO), "every second segment is acked");
+    }
+
+    #[test]
+    fn test_fin_after_data_is_delivered_once() {
+        let mut r = established(None);
+        r.on_segment(Time::ZERO, 1, 10, true);
+        assert!(r.fin_delivered());
+        assert_eq!(r.nxt(), 12);
+        assert_eq!(r.on_segment(Time::ZERO, 1, 10, true), 0);
+        assert_eq!(r.nxt(), 12);
+    }
+
+    #[test]
+    fn test_window_shrinks_with_unread_data() {
+        let mut r = RecvHalf::new(1000, None);
+        r.on_syn();
+        r.on_segment(Time::ZERO, 1, 600, false);
+        assert_eq!(r.window(), 400);
+        // Data beyond the window is cut off.
+        assert_eq!(r.on_segment(Time::ZERO, 601, 600, false), 400);
+        assert_eq!(r.read(700), 700);
+        assert_eq!(r.window(), 700);
+    }
+}

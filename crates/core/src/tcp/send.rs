@@ -1,0 +1,426 @@
+//! The sending half of a stream: what has been sent and acknowledged, loss detection and
+//! recovery (RFC 5681 §3.2, RFC 6582 §3.2), and the retransmission timer (RFC 6298 §5).
+//!
+//! Positions are stream positions (see [`super::seq`]): 0 is the SYN, application bytes
+//! occupy `1..=written`, and the FIN, when requested, takes the position after the last byte.
+
+use super::TcpStats;
+use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
+use crate::rtt::{RtoConfig, RttEstimator};
+use crate::time::Time;
+use std::collections::VecDeque;
+
+/// RFC 5681 §3.2: the number of duplicate ACKs that triggers fast retransmit.
+pub const DUPACK_THRESHOLD: u32 = 3;
+
+/// One transmitted range still awaiting acknowledgement, for RTT sampling under Karn's rule.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    end: u64,
+    sent_at: Time,
+    retransmitted: bool,
+}
+
+/// A segment the sender decided to transmit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct DataSegment {
+    /// Stream position of the first byte (or of the FIN).
+    pub pos: u64,
+    /// Payload bytes.
+    pub len: u32,
+    /// The segment carries the FIN.
+    pub fin: bool,
+}
+
+/// Sender state.
+#[derive(Debug)]
+pub(super) struct SendHalf {
+    smss: u64,
+    /// Oldest unacknowledged position (RFC 9293 SND.UNA).
+    una: u64,
+    /// Next position to send (SND.NXT); pulled back to `una` by an RTO (go-back-N).
+    nxt: u64,
+    /// One past the highest position ever sent.
+    max: u64,
+    /// One past the last application byte written.
+    data_end: u64,
+    /// The application closed its side: a FIN follows the data.
+    fin_requested: bool,
+    /// Peer's advertised window, in bytes (already scaled).
+    peer_window: u64,
+    /// RFC 6582 "recover": `max` when the last loss recovery or RTO began.
+    recover: u64,
+    in_recovery: bool,
+    /// The first partial ACK of this recovery has been seen (RFC 6582 §3.2 step 5 timer rule).
+    partial_ack_seen: bool,
+    dupacks: u32,
+    /// After an RTO, positions below this are retransmissions even when sent "as new".
+    rtx_until: u64,
+    /// A segment to retransmit at once, outside the congestion window (fast retransmit and
+    /// partial-ACK retransmit).
+    pending_rtx: Option<u64>,
+    in_flight: VecDeque<InFlight>,
+    rtt: RttEstimator,
+    rto_deadline: Option<Time>,
+    backoffs: u32,
+    /// A pacing controller asked to be polled again at this time.
+    pacing_wakeup: Option<Time>,
+    cc: Box<dyn CongestionController>,
+}
+
+impl SendHalf {
+    pub(super) fn new(smss: u64, rto: RtoConfig, cc: Box<dyn CongestionController>) -> SendHalf {
+        SendHalf {
+            smss: smss.max(1),
+            una: 0,
+            nxt: 1,
+            max: 1,
+            data_end: 1,
+            fin_requested: false,
+            peer_window: u64::from(u16::MAX),
+            recover: 0,
+            in_recovery: false,
+            partial_ack_seen: false,
+            dupacks: 0,
+            rtx_until: 0,
+            pending_rtx: None,
+            in_flight: VecDeque::new(),
+            rtt: RttEstimator::new(rto),
+            rto_deadline: None,
+            backoffs: 0,
+            pacing_wakeup: None,
+            cc,
+        }
+    }
+
+    pub(super) fn write(&mut self, bytes: u64) {
+        if !self.fin_requested {
+            self.data_end = self.data_end.saturating_add(bytes);
+        }
+    }
+
+    pub(super) fn close(&mut self) {
+        self.fin_requested = true;
+    }
+
+    /// The SYN (position 0) was acknowledged: the connection is established.
+    pub(super) fn on_syn_acked(&mut self, now: Time, rtt_sample: Option<std::time::Duration>) {
+        self.una = 1;
+        if let Some(rtt) = rtt_sample {
+            self.rtt.on_sample(rtt);
+        }
+        self.backoffs = 0;
+        self.rto_deadline = None;
+        let _ = now;
+    }
+
+    pub(super) fn set_peer_window(&mut self, bytes: u64) {
+        self.peer_window = bytes;
+    }
+
+    pub(super) fn una(&self) -> u64 {
+        self.una
+    }
+
+    pub(super) fn max_sent(&self) -> u64 {
+        self.max
+    }
+
+    /// The application closed its direction.
+    pub(super) fn fin_requested(&self) -> bool {
+        self.fin_requested
+    }
+
+    /// Position of the FIN if one was requested.
+    fn fin_pos(&self) -> Option<u64> {
+        self.fin_requested.then_some(self.data_end)
+    }
+
+    /// Everything written (and the FIN, if requested) has been acknowledged.
+    pub(super) fn all_acked(&self) -> bool {
+        match self.fin_pos() {
+            Some(fin) => self.una > fin,
+            None => self.una >= self.data_end,
+        }
+    }
+
+    /// Application bytes written but not yet acknowledged.
+    pub(super) fn unacked_bytes(&self) -> u64 {
+        self.data_end.saturating_sub(self.una.max(1))
+    }
+
+    /// Application bytes acknowledged by the peer.
+    pub(super) fn acked_bytes(&self) -> u64 {
+        self.una.saturating_sub(1).min(self.data_end - 1)
+    }
+
+    fn flight_size(&self) -> u64 {
+        self.max - self.una
+    }
+
+    /// Processes the cumulative acknowledgement `ack` of an incoming segment.
+    /// `is_dup_candidate` is true when the segment carries no data, SYN or FIN and does not
+    /// change the window (RFC 5681 §2 definition of a duplicate ACK).
+    pub(super) fn on_ack(
+        &mut self,
+        now: Time,
+        ack: u64,
+        is_dup_candidate: bool,
+        stats: &mut TcpStats,
+    ) {
+        if ack > self.max {
+            // Acknowledges something never sent: ignore (RFC 9293 §3.10.7.4).
+            return;
+        }
+        if ack > self.una {
+            self.on_new_ack(now, ack, stats);
+        } else if ack == self.una && is_dup_candidate && self.max > self.una {
+            self.on_dup_ack(now, stats);
+        }
+    }
+
+    fn on_new_ack(&mut self, now: Time, ack: u64, stats: &mut TcpStats) {
+        let newly = ack - self.una;
+        stats.bytes_acked += newly;
+        self.una = ack;
+        self.nxt = self.nxt.max(ack);
+        self.dupacks = 0;
+
+        // Karn's rule (RFC 6298 §3): sample only when no acknowledged range was retransmitted.
+        let mut newest = None;
+        let mut ambiguous = false;
+        while let Some(seg) = self.in_flight.front() {
+            if seg.end > ack {
+                break;
+            }
+            ambiguous |= seg.retransmitted;
+            newest = Some(seg.sent_at);
+            self.in_flight.pop_front();
+        }
+        let rtt_sample = match (newest, ambiguous) {
+            (Some(sent_at), false) => Some(now - sent_at),
+            _ => None,
+        };
+        if let Some(rtt) = rtt_sample {
+            self.rtt.on_sample(rtt);
+            self.backoffs = 0;
+        }
+
+        let info = AckInfo {
+            newly_acked_bytes: newly,
+            bytes_in_flight: self.flight_size(),
+            rtt_sample,
+            smss: self.smss,
+        };
+        if self.in_recovery {
+            if ack >= self.recover {
+                self.in_recovery = false;
+                self.cc.on_recovery_end(now, &info);
+            } else {
+                // RFC 6582 §3.2 step 5: retransmit the first unacknowledged segment.
+                self.pending_rtx = Some(self.una);
+                self.cc.on_partial_ack(now, &info);
+                if !self.partial_ack_seen {
+                    self.partial_ack_seen = true;
+                    self.restart_rto(now);
+                }
+            }
+        } else {
+            self.cc.on_ack(now, &info);
+        }
+
+        // RFC 6298 §5.2/5.3: stop the timer when all data is acknowledged, else restart it.
+        if self.una >= self.max {
+            self.rto_deadline = None;
+        } else if !self.in_recovery || ack >= self.recover {
+            self.restart_rto(now);
+        }
+    }
+
+    fn on_dup_ack(&mut self, now: Time, stats: &mut TcpStats) {
+        stats.dup_acks_received += 1;
+        self.dupacks += 1;
+        if self.in_recovery {
+            self.cc.on_recovery_dup_ack(now, self.smss);
+        } else if self.dupacks == DUPACK_THRESHOLD && self.una >= self.recover {
+            // RFC 6582 §3.2 steps 1-2. The `una >= recover` guard keeps duplicate ACKs for data
+            // sent before an RTO from starting a second, spurious recovery.
+            stats.fast_retransmits += 1;
+            let flight = self.flight_size();
+            self.recover = self.max;
+            self.in_recovery = true;
+            self.partial_ack_seen = false;
+            self.pending_rtx = Some(self.una);
+            self.cc
+                .on_congestion_event(now, CongestionSignal::DuplicateAcks, flight, self.smss);
+        }
+    }
+
+    /// The retransmission timer fired (RFC 6298 §5.4-5.7).
+    pub(super) fn on_rto(&mut self, now: Time, stats: &mut TcpStats) {
+        self.rto_deadline = None;
+        if self.una >= self.max {
+            return;
+        }
+        stats.timeouts += 1;
+        let flight = self.flight_size();
+        self.cc
+            .on_congestion_event(now, CongestionSignal::Timeout, flight, self.smss);
+        // RFC 6582 §3.2 step 4 analogue: remember the highest position sent, so duplicate ACKs
+        // for pre-timeout data do not start fast recovery.
+        self.recover = self.max;
+        self.in_recovery = false;
+        self.dupacks = 0;
+        self.pending_rtx = None;
+        self.rtx_until = self.max;
+        self.nxt = self.una;
+        self.in_flight.clear();
+        self.backoffs = self.backoffs.saturating_add(1);
+    }
+
+    fn restart_rto(&mut self, now: Time) {
+        self.rto_deadline = Some(now + self.rtt.backed_off_rto(self.backoffs));
+    }
+
+    /// Restarts the retransmission timer without backoff and, if data is outstanding, resends
+    /// from the first unacknowledged byte: the environment-action hook for "the link is back".
+    pub(super) fn reset_rto(&mut self, now: Time) {
+        self.backoffs = 0;
+        if self.una < self.max {
+            self.pending_rtx = Some(self.una);
+            self.restart_rto(now);
+        }
+    }
+
+    /// Chooses the next data (or FIN) segment to send, if any is allowed now.
+    pub(super) fn next_segment(&mut self, now: Time, stats: &mut TcpStats) -> Option<DataSegment> {
+        self.pacing_wakeup = None;
+        if let Some(pos) = self.pending_rtx.take()
+            && pos < self.max
+        {
+            let seg = self.segment_at(pos);
+            self.record_sent(now, seg, true, stats);
+            return Some(seg);
+        }
+        let fin_pending = self.fin_pos().is_some_and(|fin| self.nxt <= fin);
+        if self.nxt >= self.data_end && !fin_pending {
+            return None;
+        }
+        let seg = self.segment_at(self.nxt);
+        // Flow control: never exceed the peer's window (a FIN alone needs no window).
+        let end = self.nxt + u64::from(seg.len);
+        if seg.len > 0 && end > self.una + self.peer_window && self.nxt > self.una {
+            return None;
+        }
+        match self
+            .cc
+            .send_permit(now, self.nxt - self.una, u64::from(seg.len).max(1))
+        {
+            SendPermit::Now => {}
+            SendPermit::At(t) => {
+                self.pacing_wakeup = Some(t);
+                return None;
+            }
+            SendPermit::Blocked => return None,
+        }
+        let retransmission = self.nxt < self.rtx_until;
+        self.record_sent(now, seg, retransmission, stats);
+        self.nxt = end + u64::from(seg.fin);
+        self.max = self.max.max(self.nxt);
+        Some(seg)
+    }
+
+    /// The segment starting at `pos`: up to one SMSS of data, plus the FIN if it fits.
+    fn segment_at(&self, pos: u64) -> DataSegment {
+        let data_left = self.data_end.saturating_sub(pos);
+        let len = data_left.min(self.smss);
+        let fin = self.fin_pos() == Some(pos + len);
+        DataSegment {
+            pos,
+            // `len` is at most SMSS, which the config bounds to u16.
+            len: len as u32,
+            fin,
+        }
+    }
+
+    fn record_sent(
+        &mut self,
+        now: Time,
+        seg: DataSegment,
+        retransmission: bool,
+        stats: &mut TcpStats,
+    ) {
+        let end = seg.pos + u64::from(seg.len) + u64::from(seg.fin);
+        stats.segments_sent += 1;
+        stats.bytes_sent += u64::from(seg.len);
+        if retransmission {
+            stats.segments_retransmitted += 1;
+            for f in self
+                .in_flight
+                .iter_mut()
+                .filter(|f| f.end > seg.pos && f.end <= end)
+            {
+                f.retransmitted = true;
+            }
+        }
+        if end > self.max || !retransmission {
+            self.in_flight.push_back(InFlight {
+                end,
+                sent_at: now,
+                retransmitted: retransmission,
+            });
+        }
+        self.cc.on_sent(now, u64::from(seg.len), retransmission);
+        if self.rto_deadline.is_none() {
+            self.restart_rto(now);
+        }
+    }
+
+    pub(super) fn poll_timeout(&self) -> Option<Time> {
+        match (self.rto_deadline, self.pacing_wakeup) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub(super) fn rto_deadline(&self) -> Option<Time> {
+        self.rto_deadline
+    }
+
+    pub(super) fn pacing_due(&self, now: Time) -> bool {
+        self.pacing_wakeup.is_some_and(|t| t <= now)
+    }
+
+    pub(super) fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    pub(super) fn rtt_mut(&mut self) -> &mut RttEstimator {
+        &mut self.rtt
+    }
+
+    pub(super) fn backoffs(&self) -> u32 {
+        self.backoffs
+    }
+
+    pub(super) fn cc(&self) -> &dyn CongestionController {
+        self.cc.as_ref()
+    }
+
+    pub(super) fn cc_mut(&mut self) -> &mut dyn CongestionController {
+        self.cc.as_mut()
+    }
+
+    pub(super) fn in_recovery(&self) -> bool {
+        self.in_recovery
+    }
+
+    /// Arms the RTO for a handshake retransmission.
+    pub(super) fn arm_rto(&mut self, now: Time) {
+        self.restart_rto(now);
+    }
+
+    pub(super) fn note_backoff(&mut self) {
+        self.backoffs = self.backoffs.saturating_add(1);
+    }
+}
