@@ -1,0 +1,84 @@
+//! `adaptnet sim` and `adaptnet demo`.
+
+use crate::report;
+use adaptnet_core::Time;
+use adaptnet_sim::scenario::{RunOutput, Scenario};
+use anyhow::Result;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// The embedded demo scenario.
+const DEMO: &str = include_str!("../../../../experiments/demo.toml");
+
+/// A progress bar over simulated time (hidden when stderr is not a terminal).
+pub fn progress_bar(duration: Time, label: &str) -> ProgressBar {
+    let pb = ProgressBar::new(duration.as_nanos() / 1_000_000);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({elapsed}, eta {eta})")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_message(label.to_string());
+    pb
+}
+
+/// Runs a scenario with a progress bar.
+pub fn run_with_progress(s: &Scenario, seed: u64) -> Result<RunOutput> {
+    let pb = progress_bar(s.duration, &s.name);
+    let out = s.run(seed, &mut |t| pb.set_position(t.as_nanos() / 1_000_000))?;
+    pb.finish_and_clear();
+    Ok(out)
+}
+
+fn run_and_report(s: &Scenario, seed: Option<u64>, out_dir: &Path) -> Result<ExitCode> {
+    let seed = seed.unwrap_or(s.seed);
+    println!(
+        "scenario {} (seed {seed}, {} s simulated)",
+        s.name,
+        s.duration.as_secs_f64()
+    );
+    if let Some(d) = &s.description {
+        println!("{}\n", d.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    let wall = std::time::Instant::now();
+    let out = run_with_progress(s, seed)?;
+    let elapsed = wall.elapsed();
+    let r = &out.results;
+    print!("{}", report::flow_table(r).render());
+    println!();
+    print!("{}", report::link_table(r).render());
+    println!(
+        "\nJain's fairness index (non-CBR flows): {:.3}   events: {}   wall time: {:.2} s",
+        r.jain_index,
+        r.events,
+        elapsed.as_secs_f64()
+    );
+    report::write_run(out_dir, r)?;
+    for (name, bytes) in &out.captures {
+        report::write(&out_dir.join(format!("{name}.pcap")), bytes)?;
+    }
+    println!(
+        "wrote {}/{{results.json, summary.csv, goodput.csv, goodput.svg{}}}",
+        out_dir.display(),
+        if out.captures.is_empty() {
+            ""
+        } else {
+            ", *.pcap"
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `adaptnet sim <file>`.
+pub fn run_file(path: &Path, seed: Option<u64>, out: Option<&Path>) -> Result<ExitCode> {
+    let s = Scenario::load(path)?;
+    let default_out = Path::new("out").join(&s.name);
+    run_and_report(&s, seed, out.unwrap_or(&default_out))
+}
+
+/// `adaptnet demo`.
+pub fn demo(seed: Option<u64>, out: &Path) -> Result<ExitCode> {
+    let s = Scenario::parse(DEMO, "<embedded:demo.toml>", Path::new("."), "demo")?;
+    run_and_report(&s, seed, out)
+}

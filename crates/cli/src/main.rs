@@ -1,0 +1,82 @@
+//! `adaptnet`: run simulated scenarios and experiments, validate the simulator, benchmark it.
+
+mod commands;
+mod report;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// adaptnet: adaptive transport for variable networks.
+#[derive(Parser, Debug)]
+#[command(name = "adaptnet", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the built-in demo scenario (no files needed) and write its report.
+    Demo {
+        /// Seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output directory.
+        #[arg(long, default_value = "out/demo")]
+        out: PathBuf,
+    },
+    /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
+    Sim {
+        /// The scenario (TOML).
+        scenario: PathBuf,
+        /// Seed (default: the scenario's).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Output directory (default: out/<scenario name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Run the simulator's validation checks (experiments/validation) and print a table.
+    Validate {
+        /// The experiments directory.
+        #[arg(long)]
+        experiments: Option<PathBuf>,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Benchmark the simulator on the reference scenario (10 NewReno flows, 10 Mbit/s,
+    /// 50 ms RTT, 300 s): events per second and speed-up over real time.
+    Bench {
+        /// Runs to make (the median is reported).
+        #[arg(long, default_value_t = 3)]
+        repeat: u32,
+        /// Another scenario to benchmark instead of the reference.
+        #[arg(long)]
+        scenario: Option<PathBuf>,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo { seed, out } => commands::sim::demo(seed, &out),
+        Command::Sim {
+            scenario,
+            seed,
+            out,
+        } => commands::sim::run_file(&scenario, seed, out.as_deref()),
+        Command::Validate { experiments, seed } => {
+            commands::validate::run(experiments.as_deref(), seed)
+        }
+        Command::Bench { repeat, scenario } => commands::bench::run(repeat, scenario.as_deref()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

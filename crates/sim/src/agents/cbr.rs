@@ -1,0 +1,141 @@
+//! Constant-bit-rate UDP source and sink agents around [`adaptnet_core::cbr`].
+
+use crate::agent::Agent;
+use crate::packet::{Addr, Packet, Proto};
+use adaptnet_core::Time;
+use adaptnet_core::cbr::{CbrHeader, CbrSink, CbrSource};
+use std::any::Any;
+
+/// Sends fixed-size UDP datagrams at a fixed rate between its start and stop.
+pub struct CbrSender {
+    local: Addr,
+    remote: Addr,
+    rate_bytes_per_s: f64,
+    datagram_bytes: u32,
+    source: Option<CbrSource>,
+}
+
+impl CbrSender {
+    /// A source of `datagram_bytes`-byte UDP payloads at `rate_bytes_per_s` (payload rate).
+    pub fn new(local: Addr, remote: Addr, rate_bytes_per_s: f64, datagram_bytes: u32) -> CbrSender {
+        CbrSender {
+            local,
+            remote,
+            rate_bytes_per_s,
+            datagram_bytes,
+            source: None,
+        }
+    }
+}
+
+impl Agent for CbrSender {
+    fn start(&mut self, now: Time) {
+        self.source = Some(CbrSource::new(
+            self.rate_bytes_per_s,
+            self.datagram_bytes,
+            now,
+            Time::MAX,
+        ));
+    }
+
+    fn stop(&mut self, _now: Time) {
+        self.source = None;
+    }
+
+    fn handle_packet(&mut self, _now: Time, _packet: Packet) {}
+
+    fn handle_timeout(&mut self, _now: Time) {}
+
+    fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
+        let d = self.source.as_mut()?.poll_transmit(now)?;
+        Packet::with_header(
+            self.local,
+            self.remote,
+            Proto::Udp,
+            CbrHeader::LEN,
+            d.payload_len,
+            |buf| d.header.emit(buf),
+        )
+        .ok()
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        self.source.as_ref()?.poll_timeout()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![(
+            "datagrams_sent",
+            f64::from(self.source.as_ref().map_or(0, CbrSource::sent)),
+        )]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Counts CBR datagrams.
+#[derive(Default)]
+pub struct CbrReceiver {
+    sink: CbrSink,
+    malformed: u64,
+}
+
+impl CbrReceiver {
+    /// A sink that has seen nothing.
+    pub fn new() -> CbrReceiver {
+        CbrReceiver::default()
+    }
+
+    /// The sink's counters.
+    pub fn sink(&self) -> &CbrSink {
+        &self.sink
+    }
+}
+
+impl Agent for CbrReceiver {
+    fn handle_packet(&mut self, now: Time, packet: Packet) {
+        match CbrHeader::parse(&packet.header) {
+            Ok(h) => {
+                let bytes = packet.header.len() as u64 + u64::from(packet.payload_len);
+                self.sink.on_datagram(now, &h, bytes);
+            }
+            Err(_) => self.malformed += 1,
+        }
+    }
+
+    fn handle_timeout(&mut self, _now: Time) {}
+
+    fn poll_transmit(&mut self, _now: Time) -> Option<Packet> {
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    fn delivered_bytes(&self) -> u64 {
+        self.sink.received_bytes()
+    }
+
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        vec![
+            ("datagrams_received", self.sink.received() as f64),
+            ("datagrams_lost", self.sink.lost() as f64),
+            ("malformed", self.malformed as f64),
+        ]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}

@@ -1,0 +1,41 @@
+//! Agents for the protocols of the foundation: TCP (any congestion controller) and CBR/UDP.
+//! Later protocols add their own modules here.
+
+pub mod cbr;
+pub mod tcp;
+
+use adaptnet_core::Time;
+use std::time::Duration;
+
+/// Records RTT samples for reports, at most one per `min_gap`, so long runs stay small.
+#[derive(Clone, Debug)]
+pub struct RttRecorder {
+    min_gap: Duration,
+    last: Option<Time>,
+    samples: Vec<(Time, Duration)>,
+}
+
+impl Default for RttRecorder {
+    fn default() -> Self {
+        RttRecorder {
+            min_gap: Duration::from_millis(10),
+            last: None,
+            samples: Vec::new(),
+        }
+    }
+}
+
+impl RttRecorder {
+    /// Offers a sample taken at `now`.
+    pub fn offer(&mut self, now: Time, rtt: Duration) {
+        if self.last.is_none_or(|t| now - t >= self.min_gap) {
+            self.last = Some(now);
+            self.samples.push((now, rtt));
+        }
+    }
+
+    /// Hands over the recorded samples.
+    pub fn take(&mut self) -> Vec<(Time, Duration)> {
+        std::mem::take(&mut self.samples)
+    }
+}

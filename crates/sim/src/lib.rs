@@ -1,0 +1,26 @@
+//! adaptnet-sim: a deterministic discrete-event network simulator.
+//!
+//! Virtual time in nanoseconds, one thread, one event heap ordered by (time, sequence), one
+//! seed: the same scenario and seed give byte-identical results.
+//!
+//! - [`link`]: the link model (bandwidth, delay, queue, loss, outages, reordering), reusable
+//!   by a real-time emulator;
+//! - [`trace`]: Mahimahi and piecewise-constant bandwidth traces;
+//! - [`packet`]: what links carry; [`agent`]: the protocol endpoints on hosts;
+//! - [`world`]: nodes, links, routing, the event loop; [`topology`]: dumbbell and chain
+//!   builders;
+//! - [`agents`]: TCP and CBR agents; [`metrics`]: goodput series, fairness, RTT summaries;
+//! - [`pcap`]: packet captures; [`scenario`]: TOML scenario files;
+//! - [`validation`]: the checks of the simulator and NewReno against known results.
+
+pub mod agent;
+pub mod agents;
+pub mod link;
+pub mod metrics;
+pub mod packet;
+pub mod pcap;
+pub mod scenario;
+pub mod topology;
+pub mod trace;
+pub mod validation;
+pub mod world;
