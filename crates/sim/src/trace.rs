@@ -69,14 +69,10 @@ impl MahimahiTrace {
     /// Parses trace text; `origin` names the source in errors.
     pub fn parse(text: &str, origin: &str) -> Result<MahimahiTrace, TraceError> {
         let mut out = Vec::new();
-        for (idx, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
+        for (line_no, line) in data_lines(text) {
             let err = |message: String| TraceError::Line {
                 path: origin.to_string(),
-                line: idx + 1,
+                line: line_no,
                 message,
             };
             let ms: u64 = line.parse().map_err(|_| {
@@ -138,14 +134,10 @@ impl PiecewiseTrace {
     /// Parses trace text; `origin` names the source in errors.
     pub fn parse(text: &str, origin: &str) -> Result<PiecewiseTrace, TraceError> {
         let mut steps: Vec<(f64, f64)> = Vec::new();
-        for (idx, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
+        for (line_no, line) in data_lines(text) {
             let err = |message: String| TraceError::Line {
                 path: origin.to_string(),
-                line: idx + 1,
+                line: line_no,
                 message,
             };
             let mut fields = line.split_whitespace();
@@ -202,6 +194,14 @@ impl PiecewiseTrace {
         let idx = self.steps.partition_point(|&(start, _)| start <= t_s);
         self.steps[idx.saturating_sub(1)].1
     }
+}
+
+/// Non-blank, non-comment lines with their 1-based line numbers, trimmed.
+fn data_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    text.lines()
+        .enumerate()
+        .map(|(i, raw)| (i + 1, raw.trim()))
+        .filter(|(_, line)| !line.is_empty() && !line.starts_with('#'))
 }
 
 fn read(path: &Path) -> Result<String, TraceError> {

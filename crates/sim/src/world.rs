@@ -751,24 +751,9 @@ impl World {
 
 /// Mean capacity of a link over `[0, end]`, in bytes per second.
 fn mean_capacity(cfg: &LinkConfig, end: Time) -> f64 {
-    use crate::link::Bandwidth;
-    match &cfg.bandwidth {
-        Bandwidth::Constant { rate_bytes_per_s } => *rate_bytes_per_s,
-        Bandwidth::Mahimahi(t) => t.mean_rate_bytes_per_s(),
-        Bandwidth::Piecewise(t) => {
-            let end_s = end.as_secs_f64();
-            if end_s <= 0.0 {
-                return t.rate_at(0.0);
-            }
-            let mut total = 0.0;
-            for (i, &(start, rate)) in t.steps.iter().enumerate() {
-                if start >= end_s {
-                    break;
-                }
-                let seg_end = t.steps.get(i + 1).map_or(end_s, |&(s, _)| s.min(end_s));
-                total += rate * (seg_end - start);
-            }
-            total / end_s
-        }
+    let end_s = end.as_secs_f64();
+    if end_s <= 0.0 {
+        return cfg.bandwidth.rate_at(Time::ZERO);
     }
+    cfg.bandwidth.capacity_bytes(end) / end_s
 }

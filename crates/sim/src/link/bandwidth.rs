@@ -37,6 +37,33 @@ impl Bandwidth {
         }
     }
 
+    /// The bytes the link can carry in `[0, end]` (for utilisation figures).
+    pub fn capacity_bytes(&self, end: Time) -> f64 {
+        let end_s = end.as_secs_f64();
+        match self {
+            Bandwidth::Constant { rate_bytes_per_s } => rate_bytes_per_s * end_s,
+            Bandwidth::Piecewise(trace) => trace
+                .steps
+                .iter()
+                .enumerate()
+                .take_while(|(_, (start, _))| *start < end_s)
+                .map(|(i, &(start, rate))| {
+                    let seg_end = trace.steps.get(i + 1).map_or(end_s, |&(s, _)| s.min(end_s));
+                    rate * (seg_end - start)
+                })
+                .sum(),
+            Bandwidth::Mahimahi(trace) => {
+                // Opportunities strictly before `end`, plus those exactly at it.
+                let opps = Opportunities::new(trace);
+                let mut n = opps.first_at_or_after(end);
+                while opps.time(n) <= end {
+                    n += 1;
+                }
+                n as f64 * crate::trace::MAHIMAHI_OPPORTUNITY_BYTES as f64
+            }
+        }
+    }
+
     /// For fluid models: when a transmission of `bytes` started at `start` completes;
     /// `None` if the rate stays zero forever. Mahimahi links are not fluid (returns `None`).
     pub(crate) fn fluid_finish(&self, start: Time, bytes: u64) -> Option<Time> {
@@ -149,6 +176,21 @@ mod tests {
             steps: vec![(0.0, 10.0), (1.0, 0.0)],
         });
         assert_eq!(dead.fluid_finish(Time::ZERO, 100), None);
+    }
+
+    #[test]
+    fn capacity_integrates_each_model() {
+        let end = Time::from_secs(4);
+        assert_eq!(Bandwidth::bits_per_s(8000.0).capacity_bytes(end), 4000.0);
+        let pw = Bandwidth::Piecewise(PiecewiseTrace {
+            steps: vec![(0.0, 1000.0), (1.0, 0.0), (2.0, 500.0)],
+        });
+        assert_eq!(pw.capacity_bytes(end), 2000.0);
+        let mm = Bandwidth::Mahimahi(MahimahiTrace {
+            opportunities_ms: vec![500, 1000],
+        });
+        // Two opportunities per second: 8 in four seconds.
+        assert_eq!(mm.capacity_bytes(end), 8.0 * 1500.0);
     }
 
     #[test]
