@@ -85,7 +85,11 @@ pub fn duration_nanos(d: Duration) -> u64 {
 /// The time it takes to move `bytes` at `rate_bytes_per_s`; `None` for a zero rate.
 pub fn transmission_time(bytes: u64, rate_bytes_per_s: f64) -> Option<Duration> {
     if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
-        Some(Duration::from_secs_f64(bytes as f64 / rate_bytes_per_s))
+        // Whole nanoseconds, rounded half up (cheaper than `f64::round` on a hot path);
+        // `as` saturates for absurdly long transmissions.
+        Some(Duration::from_nanos(
+            (bytes as f64 * 1e9 / rate_bytes_per_s + 0.5) as u64,
+        ))
     } else {
         None
     }

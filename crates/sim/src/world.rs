@@ -13,7 +13,7 @@ use crate::packet::{NodeId, Packet, Proto};
 use crate::pcap::PcapWriter;
 use adaptnet_core::Time;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -61,7 +61,7 @@ pub enum WorldError {
     },
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Event {
     Link(u32),
     Agent(u32),
@@ -74,7 +74,8 @@ enum Event {
 struct Node {
     name: String,
     agents: Vec<AgentId>,
-    ports: HashMap<(Proto, u16), AgentId>,
+    /// Bound ports; hosts have few agents, so a linear scan beats hashing.
+    ports: Vec<((Proto, u16), AgentId)>,
     egress: Vec<LinkId>,
     /// First link on the path to each node (index = destination node).
     next_hop: Vec<Option<LinkId>>,
@@ -113,6 +114,40 @@ struct FlowSlot {
     rtt: Vec<Duration>,
 }
 
+/// A heap entry: ordered by time, then by insertion sequence (both packed in one integer, so
+/// the heap compares a single `u128`); the event rides along.
+#[derive(Clone, Copy, Debug)]
+struct Scheduled {
+    key: u128,
+    event: Event,
+}
+
+impl Scheduled {
+    fn time(&self) -> Time {
+        Time::from_nanos((self.key >> 64) as u64)
+    }
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+    }
+}
+
+impl Eq for Scheduled {}
+
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.key.cmp(&other.key)
+    }
+}
+
 /// How a flow is registered with the world.
 #[derive(Clone, Debug)]
 pub struct FlowSpec {
@@ -134,7 +169,7 @@ pub struct FlowSpec {
 pub struct World {
     now: Time,
     seed: u64,
-    heap: BinaryHeap<Reverse<(Time, u64, Event)>>,
+    heap: BinaryHeap<Reverse<Scheduled>>,
     seq: u64,
     events: u64,
     nodes: Vec<Node>,
@@ -218,7 +253,7 @@ impl World {
         self.nodes.push(Node {
             name: name.to_string(),
             agents: Vec::new(),
-            ports: HashMap::new(),
+            ports: Vec::new(),
             egress: Vec::new(),
             next_hop: Vec::new(),
         });
@@ -321,14 +356,14 @@ impl World {
     ) -> Result<AgentId, WorldError> {
         let id = AgentId(self.agents.len() as u32);
         let n = &mut self.nodes[node.0 as usize];
-        if n.ports.contains_key(&(proto, port)) {
+        if n.ports.iter().any(|(k, _)| *k == (proto, port)) {
             return Err(WorldError::PortInUse {
                 node: n.name.clone(),
                 proto,
                 port,
             });
         }
-        n.ports.insert((proto, port), id);
+        n.ports.push(((proto, port), id));
         n.agents.push(id);
         self.agents.push(AgentSlot {
             agent,
@@ -433,19 +468,21 @@ impl World {
         self.routes_ready = true;
     }
 
-    fn push(&mut self, at: Time, ev: Event) {
+    fn push(&mut self, at: Time, event: Event) {
         self.seq += 1;
-        self.heap.push(Reverse((at, self.seq, ev)));
+        let key = (u128::from(at.as_nanos()) << 64) | u128::from(self.seq);
+        self.heap.push(Reverse(Scheduled { key, event }));
     }
 
     /// Runs until virtual time `end`, calling `progress` about every simulated second.
     pub fn run_until(&mut self, end: Time, progress: &mut dyn FnMut(Time)) {
         self.compute_routes();
-        if self.sample_times.is_empty() && self.heap.iter().all(|e| e.0.2 != Event::Sample) {
+        if self.sample_times.is_empty() && self.heap.iter().all(|e| e.0.event != Event::Sample) {
             self.push(self.now + self.sample_period, Event::Sample);
         }
         let mut next_progress = self.now + Duration::from_secs(1);
-        while let Some(&Reverse((t, _, ev))) = self.heap.peek() {
+        while let Some(&Reverse(next)) = self.heap.peek() {
+            let (t, ev) = (next.time(), next.event);
             if t > end {
                 break;
             }
@@ -501,7 +538,7 @@ impl World {
             Self::count_loss(&mut self.flows, &p);
         }
         let to = slot.to;
-        while let Some(p) = slot.link.poll_delivered() {
+        while let Some(p) = slot.link.poll_delivered(self.now) {
             self.arrivals.push_back((to, p));
         }
         self.schedule_link(l);
@@ -630,9 +667,11 @@ impl World {
             self.forward(node, p);
             return;
         }
-        let Some(&a) = self.nodes[node.0 as usize]
+        let key = (p.proto, p.dst.port);
+        let Some(&(_, a)) = self.nodes[node.0 as usize]
             .ports
-            .get(&(p.proto, p.dst.port))
+            .iter()
+            .find(|(k, _)| *k == key)
         else {
             self.unbound += 1;
             return;

@@ -166,7 +166,6 @@ pub struct Link<P> {
     wire: VecDeque<(Time, Time, P)>,
     /// Packets delayed by a reordering burst, kept sorted by arrival time.
     detour: VecDeque<(Time, Time, P)>,
-    delivered: VecDeque<P>,
     dropped: VecDeque<(P, DropReason)>,
     departed: Option<VecDeque<(Time, P)>>,
     /// Index of the next outage whose start has not been processed.
@@ -194,7 +193,6 @@ impl<P: WireSize + Clone> Link<P> {
             tx,
             wire: VecDeque::new(),
             detour: VecDeque::new(),
-            delivered: VecDeque::new(),
             dropped: VecDeque::new(),
             departed: None,
             next_outage: 0,
@@ -365,7 +363,6 @@ impl<P: WireSize + Clone> Link<P> {
                 (None, None) => break,
             }
         }
-        self.collect_arrivals(now);
     }
 
     /// The outage beginning at `start` takes effect: whatever was on the wire or being
@@ -475,36 +472,25 @@ impl<P: WireSize + Clone> Link<P> {
         }
     }
 
-    fn collect_arrivals(&mut self, now: Time) {
-        loop {
-            let w = self.wire.front().map(|(a, _, _)| *a).filter(|&a| a <= now);
-            let d = self
-                .detour
-                .front()
-                .map(|(a, _, _)| *a)
-                .filter(|&a| a <= now);
-            let from_wire = match (w, d) {
-                (Some(a), Some(b)) => a <= b,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (None, None) => break,
-            };
-            let queue = if from_wire {
-                &mut self.wire
-            } else {
-                &mut self.detour
-            };
-            if let Some((_, _, p)) = queue.pop_front() {
-                self.stats.delivered_packets += 1;
-                self.stats.delivered_bytes += u64::from(p.wire_len());
-                self.delivered.push_back(p);
-            }
-        }
-    }
-
-    /// The next packet that has arrived at the far end.
-    pub fn poll_delivered(&mut self) -> Option<P> {
-        self.delivered.pop_front()
+    /// The next packet that has arrived at the far end by `now` (call after
+    /// `handle_timeout(now)`).
+    pub fn poll_delivered(&mut self, now: Time) -> Option<P> {
+        let w = self.wire.front().map(|(a, _, _)| *a).filter(|&a| a <= now);
+        let d = self
+            .detour
+            .front()
+            .map(|(a, _, _)| *a)
+            .filter(|&a| a <= now);
+        let queue = match (w, d) {
+            (Some(a), Some(b)) if b < a => &mut self.detour,
+            (Some(_), _) => &mut self.wire,
+            (None, Some(_)) => &mut self.detour,
+            (None, None) => return None,
+        };
+        let (_, _, p) = queue.pop_front()?;
+        self.stats.delivered_packets += 1;
+        self.stats.delivered_bytes += u64::from(p.wire_len());
+        Some(p)
     }
 
     /// The next packet lost inside the link (random loss or outage).

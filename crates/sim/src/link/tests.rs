@@ -30,7 +30,7 @@ fn drain(link: &mut Link<Pkt>) -> (Arrivals, Drops) {
     let mut lost = Vec::new();
     while let Some(t) = link.poll_timeout() {
         link.handle_timeout(t);
-        while let Some(p) = link.poll_delivered() {
+        while let Some(p) = link.poll_delivered(t) {
             got.push((t, p.id));
         }
         while let Some((p, why)) = link.poll_dropped() {
