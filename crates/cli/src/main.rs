@@ -1,7 +1,6 @@
 //! `adaptnet`: run simulated scenarios and experiments, validate the simulator, benchmark it.
 
 mod commands;
-mod report;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -46,6 +45,23 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Run a paper experiment (`adaptnet exp list` shows them).
+    Exp {
+        /// Experiment name, or `list`.
+        name: String,
+        /// Seeds, comma-separated (default: the experiment's own, usually 1..=5).
+        #[arg(long, value_delimiter = ',')]
+        seeds: Vec<u64>,
+        /// Shorter runs, for a quick look (not comparable with the paper).
+        #[arg(long)]
+        quick: bool,
+        /// Output directory (default: out/<name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// The experiments directory.
+        #[arg(long)]
+        experiments: Option<PathBuf>,
+    },
     /// Benchmark the simulator on the reference scenario (10 NewReno flows, 10 Mbit/s,
     /// 50 ms RTT, 300 s): events per second and speed-up over real time.
     Bench {
@@ -70,6 +86,13 @@ fn main() -> ExitCode {
         Command::Validate { experiments, seed } => {
             commands::validate::run(experiments.as_deref(), seed)
         }
+        Command::Exp {
+            name,
+            seeds,
+            quick,
+            out,
+            experiments,
+        } => commands::exp::run(&name, seeds, quick, out.as_deref(), experiments.as_deref()),
         Command::Bench { repeat, scenario } => commands::bench::run(repeat, scenario.as_deref()),
     };
     match result {

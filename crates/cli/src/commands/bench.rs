@@ -1,6 +1,6 @@
 //! `adaptnet bench`: simulator speed on a reference scenario.
 
-use crate::report::table::Table;
+use adaptnet_experiments::report::table::Table;
 use adaptnet_sim::scenario::Scenario;
 use anyhow::Result;
 use std::path::Path;

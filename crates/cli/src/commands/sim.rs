@@ -1,31 +1,17 @@
 //! `adaptnet sim` and `adaptnet demo`.
 
-use crate::report;
-use adaptnet_core::Time;
+use adaptnet_experiments::report;
 use adaptnet_sim::scenario::{RunOutput, Scenario};
 use anyhow::Result;
-use indicatif::{ProgressBar, ProgressStyle};
 use std::path::Path;
 use std::process::ExitCode;
 
 /// The embedded demo scenario.
 const DEMO: &str = include_str!("../../../../experiments/demo.toml");
 
-/// A progress bar over simulated time (hidden when stderr is not a terminal).
-pub fn progress_bar(duration: Time, label: &str) -> ProgressBar {
-    let pb = ProgressBar::new(duration.as_nanos() / 1_000_000);
-    pb.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {percent}% ({elapsed}, eta {eta})")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-    );
-    pb.set_message(label.to_string());
-    pb
-}
-
 /// Runs a scenario with a progress bar.
 pub fn run_with_progress(s: &Scenario, seed: u64) -> Result<RunOutput> {
-    let pb = progress_bar(s.duration, &s.name);
+    let pb = super::progress_bar(s.duration.as_nanos() / 1_000_000, &s.name);
     let out = s.run(seed, &mut |t| pb.set_position(t.as_nanos() / 1_000_000))?;
     pb.finish_and_clear();
     Ok(out)
@@ -54,10 +40,13 @@ fn run_and_report(s: &Scenario, seed: Option<u64>, out_dir: &Path) -> Result<Exi
         r.events,
         elapsed.as_secs_f64()
     );
-    report::write_run(out_dir, r)?;
-    for (name, bytes) in &out.captures {
-        report::write(&out_dir.join(format!("{name}.pcap")), bytes)?;
-    }
+    let mut files = report::run_files(r)?;
+    files.extend(
+        out.captures
+            .iter()
+            .map(|(name, bytes)| (format!("{name}.pcap"), bytes.clone())),
+    );
+    super::write_files(out_dir, &files)?;
     println!(
         "wrote {}/{{results.json, summary.csv, goodput.csv, goodput.svg{}}}",
         out_dir.display(),

@@ -1,6 +1,6 @@
 //! `adaptnet validate`: the simulator's validation checks as a table.
 
-use crate::report::table::Table;
+use adaptnet_experiments::report::table::Table;
 use adaptnet_sim::validation;
 use anyhow::Result;
 use std::path::Path;

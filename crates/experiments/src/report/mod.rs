@@ -1,13 +1,27 @@
-//! Turning results into tables, CSV, JSON and SVG.
+//! Report formats shared by every command: terminal tables, CSV, JSON, SVG plots. Renderers
+//! return bytes; the CLI decides where to write them.
 
 pub mod csv;
 pub mod plot;
 pub mod table;
 
 use adaptnet_sim::metrics::RunResults;
-use anyhow::{Context, Result};
-use std::path::Path;
 use table::Table;
+use thiserror::Error;
+
+/// Why a report could not be produced.
+#[derive(Debug, Error)]
+pub enum ReportError {
+    /// Plot rendering failed.
+    #[error("plot: {0}")]
+    Plot(String),
+    /// JSON encoding failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// A named output file.
+pub type OutputFile = (String, Vec<u8>);
 
 /// The per-flow summary table of a run.
 pub fn flow_table(r: &RunResults) -> Table {
@@ -79,24 +93,25 @@ pub fn link_table(r: &RunResults) -> Table {
     t
 }
 
-/// Writes results.json, summary.csv, goodput.csv and goodput.svg into `dir`.
-pub fn write_run(dir: &Path, r: &RunResults) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(r)?;
-    write(&dir.join("results.json"), json.as_bytes())?;
-
-    let mut summary = vec![vec![
-        "flow".to_string(),
-        "type".into(),
-        "from".into(),
-        "to".into(),
-        "goodput_bps".into(),
-        "bytes_delivered".into(),
-        "packets_sent".into(),
-        "packets_lost".into(),
-        "rtt_mean_ms".into(),
-        "rtt_p95_ms".into(),
-    ]];
+/// results.json, summary.csv, goodput.csv and goodput.svg for a run.
+pub fn run_files(r: &RunResults) -> Result<Vec<OutputFile>, ReportError> {
+    let mut files = vec![("results.json".to_string(), serde_json::to_vec_pretty(r)?)];
+    let mut summary = vec![
+        [
+            "flow",
+            "type",
+            "from",
+            "to",
+            "goodput_bps",
+            "bytes_delivered",
+            "packets_sent",
+            "packets_lost",
+            "rtt_mean_ms",
+            "rtt_p95_ms",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
     for f in &r.flows {
         summary.push(vec![
             f.name.clone(),
@@ -111,7 +126,7 @@ pub fn write_run(dir: &Path, r: &RunResults) -> Result<()> {
             format!("{:.3}", f.rtt.p95_ms),
         ]);
     }
-    write(&dir.join("summary.csv"), csv::render(&summary).as_bytes())?;
+    files.push(("summary.csv".into(), csv::render(&summary).into_bytes()));
 
     let mut series = vec![
         std::iter::once("time_s".to_string())
@@ -127,7 +142,7 @@ pub fn write_run(dir: &Path, r: &RunResults) -> Result<()> {
         }));
         series.push(row);
     }
-    write(&dir.join("goodput.csv"), csv::render(&series).as_bytes())?;
+    files.push(("goodput.csv".into(), csv::render(&series).into_bytes()));
 
     let lines: Vec<plot::Series> = r
         .flows
@@ -142,17 +157,12 @@ pub fn write_run(dir: &Path, r: &RunResults) -> Result<()> {
                 .collect(),
         })
         .collect();
-    plot::line_chart(
-        &dir.join("goodput.svg"),
+    let svg = plot::line_chart(
         &format!("{}: goodput per flow", r.scenario),
         "time (s)",
         "goodput (kbit/s)",
         &lines,
     )?;
-    Ok(())
-}
-
-/// Writes a file, naming it in any error.
-pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    files.push(("goodput.svg".into(), svg.into_bytes()));
+    Ok(files)
 }

@@ -21,6 +21,13 @@ impl Table {
         self.rows.push(cells.into_iter().map(Into::into).collect());
     }
 
+    /// The table as CSV (header first).
+    pub fn to_csv(&self) -> String {
+        let mut rows = vec![self.header.clone()];
+        rows.extend(self.rows.iter().cloned());
+        super::csv::render(&rows)
+    }
+
     /// Renders the table.
     pub fn render(&self) -> String {
         let ncols = self
