@@ -3,8 +3,9 @@
 //! RFC 3124 §3–§5 for the API details the paper leaves open; `docs/design/cm.md` is the digest.
 //!
 //! Where things live:
-//! - [`CongestionManager`] (`manager.rs`): the API facade — `open`, `request`, `notify`,
-//!   `update`, `query`, `mtu`, `close`, `getmacroflow`/`setmacroflow`, `thresh` — and the timers;
+//! - [`CongestionManager`] (`manager/`): the API facade — `open`, `request`, `notify`,
+//!   `update`, `query`, `mtu`, `close`, `getmacroflow`/`setmacroflow`, `thresh` — with
+//!   `manager/io.rs` (probes, timers, events) and `manager/internals.rs` (grants, thresholds);
 //! - `macroflow.rs`: one macroflow = one rate controller + one token bucket (pacing) + one
 //!   scheduler + the change_rate threshold index;
 //! - `rate.rs`: **where the CM decides a rate** — rate-based AIMD and exponential aging;
