@@ -13,7 +13,7 @@ const MAX_TRANSMITS: usize = 1024;
 impl CongestionManager {
     // ----- probes -----
 
-    /// Handles a CM control packet from `from`. Probes are for a [`super::receiver::CmReceiver`]
+    /// Handles a CM control packet from `from`. Probes are for a [`crate::cm::receiver::CmReceiver`]
     /// and are ignored here.
     pub fn handle_packet(&mut self, now: Time, from: PeerAddr, packet: &CmPacket) {
         if let CmPacket::Response(r) = packet {

@@ -369,7 +369,7 @@ impl CongestionManager {
     // ----- data transmission (RFC 3124 §3.2, §3.3) -----
 
     /// `cm_request(nbytes)`: asks to send `nbytes`; grants of at most one MTU follow as
-    /// [`CmEvent::Grant`]s, paced at the macroflow's rate and shared by weight.
+    /// [`CmEvent::Grant`](crate::cm::CmEvent::Grant)s, paced at the macroflow's rate and shared by weight.
     pub fn request(&mut self, now: Time, flow: FlowId, nbytes: u64) -> Result<(), CmError> {
         let mf_id = self.flow(flow)?.macroflow;
         let (max_pending, mtu) = (self.config.max_pending_bytes, self.config.mtu_bytes.max(1));

@@ -2,6 +2,7 @@
 //! CM, a FIFO path with a fixed delay and caller-chosen drops of data, probes and responses.
 
 use super::*;
+use crate::cm::audio::{AudioConfig, LayeredAudioSender};
 use crate::cm::probe::{self, CmPacket};
 use crate::cm::receiver::CmReceiver;
 use std::cmp::Reverse;
@@ -28,6 +29,10 @@ struct Net {
     seq: u64,
     counts: [u64; 3],
     drops: [Drop; 3],
+    /// When set, the audio server is the data source instead of the 100 kB/s CBR.
+    audio: Option<LayeredAudioSender>,
+    /// (time, encoding) after each switch.
+    switches: Vec<(Time, u64)>,
 }
 
 impl Net {
@@ -44,6 +49,8 @@ impl Net {
             seq: 0,
             counts: [0; 3],
             drops,
+            audio: None,
+            switches: Vec::new(),
         }
     }
 
@@ -74,13 +81,33 @@ impl Net {
             t.packet.emit(&mut buf).expect("fits");
             self.send(now, Msg::ToSender(buf));
         }
-        while self.cm.poll_event().is_some() {}
+        while let Some(ev) = self.cm.poll_event() {
+            if let (
+                Some(a),
+                CmEvent::RateChange {
+                    flow,
+                    rate_bytes_per_s,
+                    ..
+                },
+            ) = (self.audio.as_mut(), ev)
+                && flow == self.flow
+            {
+                let before = a.encoding_bps();
+                a.handle_change_rate(now, rate_bytes_per_s);
+                if a.encoding_bps() != before {
+                    self.switches.push((now, a.encoding_bps()));
+                }
+            }
+        }
     }
 
     /// A 1000-byte packet every 10 ms until `stop`, then runs until `until`.
     fn run(&mut self, stop: Time, until: Time) {
         let mut next_data = Time::ZERO;
         loop {
+            if let Some(a) = &self.audio {
+                next_data = a.poll_timeout().unwrap_or(Time::MAX);
+            }
             let mut t = until;
             if next_data < stop {
                 t = t.min(next_data);
@@ -95,8 +122,12 @@ impl Net {
                 return;
             }
             if next_data == t && next_data < stop {
-                self.send(t, Msg::Data(1000));
-                self.cm.notify(t, self.flow, 1000).expect("open");
+                let bytes = match self.audio.as_mut() {
+                    Some(a) => a.poll_transmit(t).map_or(0, |p| p.bytes),
+                    None => 1000,
+                };
+                self.send(t, Msg::Data(bytes));
+                self.cm.notify(t, self.flow, bytes).expect("open");
                 next_data = t + ms(10);
             } else if self.wire.peek().is_some_and(|w| w.0.0 == t) {
                 let Some(Reverse((_, _, msg))) = self.wire.pop() else {
@@ -187,4 +218,41 @@ fn test_lost_control_packets_do_not_distort_loss_rate() {
     let (sent, lost) = net.measured();
     let p = lost as f64 / sent as f64;
     assert!((p - 0.1).abs() < 0.01, "loss {p}");
+}
+
+#[test]
+fn test_audio_follows_cm_rate_from_probes_alone() {
+    // 5 % data loss: the CM rate saw-tooths; the audio server (no feedback of its own) must
+    // leave the lowest encoding once the CM has estimates, and step down after losses.
+    let mut net = Net::new([|n| n % 20 == 0, never, never]);
+    let mut audio = LayeredAudioSender::new(net.flow, AudioConfig::paper());
+    audio.start(
+        Time::ZERO,
+        net.cm.query(net.flow).expect("open").rate_bytes_per_s,
+    );
+    assert_eq!(
+        audio.encoding_bps(),
+        10_000,
+        "no estimate yet: lowest encoding"
+    );
+    net.audio = Some(audio);
+    net.run(Time::from_secs(30), Time::from_secs(31));
+    let ups = net.switches.windows(2).filter(|w| w[1].1 > w[0].1).count();
+    let downs = net.switches.windows(2).filter(|w| w[1].1 < w[0].1).count();
+    assert!(
+        net.switches.first().is_some_and(|s| s.1 > 10_000),
+        "{:?}",
+        net.switches
+    );
+    assert!(downs >= 1 && ups >= 1, "{:?}", net.switches);
+    let a = net.audio.as_ref().expect("audio");
+    assert!(a.stats().packets > 100);
+    assert!(net.cm.stats().decreases > 0);
+    // The encoding in use does not exceed the flow's current CM rate.
+    let q = net.cm.query(net.flow).expect("open");
+    let rate_bps = q.rate_bytes_per_s.expect("valid") * 8.0;
+    assert!(
+        a.encoding_bps() as f64 <= rate_bps / Thresholds::DEFAULT.rate_down,
+        "{rate_bps}"
+    );
 }
