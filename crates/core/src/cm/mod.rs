@@ -280,6 +280,9 @@ pub struct CmConfig {
     pub max_rate_bytes_per_s: f64,
     /// Exponential-aging time constant.
     pub aging_half_life: AgingHalfLife,
+    /// Probes per smoothed RTT (papers/003 §2.2.1: at least 2; Figure 4 varies it).
+    /// Clamped to [0.1, 100].
+    pub probes_per_rtt: f64,
     /// A grant lapses after max(srtt, this) if not used (RFC 3124 §3.3).
     pub grant_lifetime_min: Duration,
     /// Most application events waiting in the queue; grants pause while it is full.
@@ -301,6 +304,7 @@ impl Default for CmConfig {
             min_rate_bytes_per_s: 500.0,
             max_rate_bytes_per_s: 1.25e9,
             aging_half_life: AgingHalfLife::MinRtt,
+            probes_per_rtt: 2.0,
             grant_lifetime_min: Duration::from_millis(10),
             max_events: 4096,
             max_flows: 65_536,

@@ -457,11 +457,11 @@ impl CongestionManager {
             mf.rate.on_sent(now, nsent);
         }
         if probe && nsent > 0 {
-            let initial_rtt = self.config.initial_rtt;
+            let (initial_rtt, per_rtt) = (self.config.initial_rtt, self.config.probes_per_rtt);
             let session = self
                 .probes
                 .entry(dest)
-                .or_insert_with(|| ProbeSession::new(initial_rtt));
+                .or_insert_with(|| ProbeSession::new(initial_rtt, per_rtt));
             session.on_sent(now, key, nsent);
             self.rearm_probe(dest);
         }

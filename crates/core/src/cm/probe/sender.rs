@@ -53,13 +53,14 @@ pub(crate) struct ProbeSession {
     last_answered: Option<u32>,
     rtt: RttEstimator,
     initial_rtt: Duration,
+    probes_per_rtt: f64,
     next_probe_at: Option<Time>,
     /// The deadline under which this session sits in the manager's timer set.
     pub armed: Option<Time>,
 }
 
 impl ProbeSession {
-    pub(crate) fn new(initial_rtt: Duration) -> ProbeSession {
+    pub(crate) fn new(initial_rtt: Duration, probes_per_rtt: f64) -> ProbeSession {
         ProbeSession {
             next_seq: 0,
             records: VecDeque::new(),
@@ -67,15 +68,22 @@ impl ProbeSession {
             last_answered: None,
             rtt: RttEstimator::new(RtoConfig::default()),
             initial_rtt: initial_rtt.max(Duration::from_micros(2)),
+            probes_per_rtt: if probes_per_rtt.is_nan() {
+                2.0
+            } else {
+                probes_per_rtt.clamp(0.1, 100.0)
+            },
             next_probe_at: None,
             armed: None,
         }
     }
 
     /// papers/003 §2.2.1–2.2.2: "feedback should be obtained at least twice every round-trip"
-    /// — probe every srtt/2 (the probes' own RTT estimate).
+    /// — probe every srtt/2 by default (srtt of the probes' own RTT estimate).
     fn interval(&self) -> Duration {
-        self.rtt.srtt().unwrap_or(self.initial_rtt) / 2
+        let srtt = self.rtt.srtt().unwrap_or(self.initial_rtt);
+        srtt.div_f64(self.probes_per_rtt)
+            .max(Duration::from_micros(1))
     }
 
     /// A probe-fed flow sent `bytes`.
@@ -229,7 +237,7 @@ mod tests {
 
     #[test]
     fn test_lost_probe_widens_next_interval() {
-        let mut s = ProbeSession::new(ms(200));
+        let mut s = ProbeSession::new(ms(200), 2.0);
         let seqs = send_rounds(&mut s, Time::ZERO, 3);
         assert_eq!(seqs, vec![0, 1, 2]);
         // Probe 1 lost: the receiver answers probe 0, then probe 2 covering 1..=2.
@@ -244,7 +252,7 @@ mod tests {
 
     #[test]
     fn test_lost_response_leaves_interval_unmeasured_but_next_is_exact() {
-        let mut s = ProbeSession::new(ms(200));
+        let mut s = ProbeSession::new(ms(200), 2.0);
         send_rounds(&mut s, Time::ZERO, 3);
         let now = Time::from_secs(2);
         // The response to probe 1 (covering probe 1 only) was lost.
@@ -258,7 +266,7 @@ mod tests {
 
     #[test]
     fn test_stale_duplicate_and_future_responses_are_ignored() {
-        let mut s = ProbeSession::new(ms(200));
+        let mut s = ProbeSession::new(ms(200), 2.0);
         send_rounds(&mut s, Time::ZERO, 2);
         let now = Time::from_secs(2);
         assert!(
