@@ -25,6 +25,9 @@ use std::time::Duration;
 /// Clock granularity G in the aging trigger (as RFC 6298 §2's G).
 const FEEDBACK_GRANULARITY: Duration = Duration::from_millis(1);
 
+/// Largest RTT sample accepted from `cm_update`; longer ones are clamped.
+const MAX_RTT_SAMPLE: Duration = Duration::from_secs(3600);
+
 /// A snapshot for temporal sharing.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct RateSnapshot {
@@ -218,7 +221,9 @@ impl RateController {
     /// `cm_update`. Returns what happened, for counters.
     pub(crate) fn on_feedback(&mut self, now: Time, fb: &Feedback) -> RateAction {
         if let Some(rtt) = fb.rtt.filter(|r| !r.is_zero()) {
-            self.rtt.on_sample(rtt);
+            // Application-supplied samples are bounded so the estimator's Duration arithmetic
+            // (`srtt * 7`, `rttvar * 4`) cannot overflow.
+            self.rtt.on_sample(rtt.min(MAX_RTT_SAMPLE));
         }
         self.aging_next = None;
         let reported = fb.nrecd_bytes.saturating_add(fb.nlost_bytes);

@@ -30,7 +30,7 @@ impl CongestionManager {
             let Some((flow, bytes)) = mf.try_grant() else {
                 break;
             };
-            self.stats.granted_bytes += bytes;
+            self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
             if let Some(f) = self.flows.get_mut(&flow) {
                 f.balance_bytes = f.balance_bytes.saturating_add(bytes);
                 f.granted_at = now;

@@ -58,8 +58,8 @@ impl CongestionManager {
             f.probe_sent_bytes = f.probe_sent_bytes.saturating_add(*sent);
             f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - recd);
             let e = per_mf.entry(f.macroflow).or_insert((0, 0));
-            e.0 += recd;
-            e.1 += sent - recd;
+            e.0 = e.0.saturating_add(recd);
+            e.1 = e.1.saturating_add(sent - recd);
         }
         // An RTT sample alone (no measurable interval) still counts as feedback for every
         // macroflow that has probe-fed flows to this destination.

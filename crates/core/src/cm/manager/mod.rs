@@ -420,7 +420,7 @@ impl CongestionManager {
         if let Some(f) = self.flows.get_mut(&flow)
             && now > f.granted_at + lifetime
         {
-            self.stats.expired_bytes += f.balance_bytes;
+            self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(f.balance_bytes);
             f.balance_bytes = 0;
         }
     }
@@ -448,8 +448,9 @@ impl CongestionManager {
             f.dest,
             f.key,
         );
-        self.stats.refunded_bytes += unused;
-        self.stats.ungranted_bytes += excess;
+        let s = &mut self.stats;
+        s.refunded_bytes = s.refunded_bytes.saturating_add(unused);
+        s.ungranted_bytes = s.ungranted_bytes.saturating_add(excess);
         if let Some(mf) = self.macroflows.get_mut(&mf_id) {
             self.stats.aging_halvings += mf.advance(now);
             mf.refund(unused);

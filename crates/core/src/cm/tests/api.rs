@@ -440,3 +440,28 @@ fn test_notify_returns_unused_grants_and_charges_ungranted_bytes() {
     assert_eq!(cm.grant_balance(Time::from_secs(2), f), Ok(0));
     assert_eq!(cm.stats().expired_bytes, MTU);
 }
+
+#[test]
+fn test_extreme_application_inputs_do_not_panic() {
+    let mut cm = cm();
+    let f = cm
+        .open(Time::ZERO, DEST, FlowKey(1), FlowOptions::implicit())
+        .expect("open");
+    let t = Time::from_secs(1);
+    cm.update(t, f, Feedback::received(u64::MAX, Some(Duration::MAX)))
+        .expect("update");
+    cm.update(t, f, Feedback::received(u64::MAX, Some(Duration::MAX)))
+        .expect("update");
+    cm.request(t, f, u64::MAX).expect("request");
+    cm.notify(t, f, u64::MAX).expect("notify");
+    cm.update(t, f, Feedback::loss(u64::MAX, u64::MAX))
+        .expect("update");
+    run_until(&mut cm, t + Duration::from_secs(10));
+    cm.cancel_request(t, f).expect("cancel");
+    // Without requests only aging runs, and it stops at the rate floor.
+    run_until(&mut cm, Time::MAX);
+    assert_eq!(cm.poll_timeout(), None);
+    cm.handle_timeout(Time::ZERO);
+    let q = cm.query(f).expect("open");
+    assert!(q.macroflow_rate_bytes_per_s.is_finite());
+}
