@@ -14,10 +14,12 @@
 //! - [`cc`]: the pluggable congestion-controller trait and NewReno;
 //! - [`tcp`]: the TCP-like stream (RFC 5681/6582/6298), with wire format;
 //! - [`cbr`]: constant-bit-rate UDP source and sink for cross traffic;
+//! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`wire`]: shared helpers for checked wire parsing.
 
 pub mod cbr;
 pub mod cc;
+pub mod cm;
 pub mod rtt;
 pub mod tcp;
 pub mod time;

@@ -1,0 +1,222 @@
+//! TCP/CM (papers/003 §3.2.1; RFC 3124 §5.1.1): the existing [`crate::tcp::Connection`] with a
+//! congestion controller that delegates to the host's CM. Loss recovery (fast retransmit,
+//! NewReno partial ACKs, RTO) and flow control stay in the stream unchanged; only "may I send
+//! now?" and the congestion bookkeeping move to the CM.
+//!
+//! | stream event | CM call |
+//! |---|---|
+//! | `send_permit` with no grant | `cm_request(segment)`; `Blocked` until the grant |
+//! | `on_sent` (any segment, retransmissions too) | `cm_notify(nsent)` |
+//! | `on_ack` / partial ACK / end of recovery | `cm_update(acked, 0, NO_CONGESTION, rtt)` |
+//! | third duplicate ACK | `cm_update(3·MSS, MSS, LOSS_FEEDBACK)` (RFC 3124 §5.1.1 step 4) |
+//! | further duplicate ACK in recovery | `cm_update(MSS, 0, NO_CONGESTION)` |
+//! | RTO | `cm_update(0, MSS, NO_FEEDBACK)` (persistent congestion) |
+//! | ECN echo | `cm_update(0, 0, EXPLICIT_CONGESTION)` |
+//!
+//! # How a per-connection controller reaches the host-wide CM
+//!
+//! Through a [`CmHandle`], an `Rc<RefCell<CongestionManager>>` shared by the engine and every
+//! TCP/CM controller of the host, plus the controller's [`FlowId`]. The alternatives were a
+//! command queue that the engine forwards (the controller would learn of a grant only after an
+//! extra engine round trip, and `send_permit` could never answer `Now` to a grant issued
+//! in the same instant) or making the CM own the connections (a second TCP driver). A shared
+//! handle keeps the stream's synchronous `send_permit` contract, and the engines are
+//! single-threaded per host (the simulator always; the runtime's host daemon can swap the
+//! `Rc<RefCell>` for `Arc<Mutex>` behind the same methods).
+//!
+//! Discipline for engines: never hold a borrow of the handle while calling into a connection
+//! (`poll_transmit`, `handle_segment`, `handle_timeout`); the controller borrows it then. A
+//! controller that finds the CM already borrowed answers `Blocked` and drops the report
+//! instead of panicking.
+//!
+//! After any CM event or timer on a host, the engine re-polls that host's connections: a
+//! controller answers `Blocked` until its grant arrives (see `cc::SendPermit::Blocked`).
+//! The stream does not pass the handshake's RTT sample to its controller; an engine may seed
+//! the CM with it on `TcpEvent::Connected` through [`CmController::seed_rtt`].
+
+use super::{
+    CmError, CongestionManager, Feedback, FlowId, FlowKey, FlowOptions, LossMode, PeerAddr,
+};
+use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
+use crate::time::Time;
+use std::cell::{Ref, RefCell, RefMut};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// A shared handle to a host's [`CongestionManager`].
+#[derive(Clone, Debug)]
+pub struct CmHandle(Rc<RefCell<CongestionManager>>);
+
+impl CmHandle {
+    /// Wraps a CM.
+    pub fn new(cm: CongestionManager) -> CmHandle {
+        CmHandle(Rc::new(RefCell::new(cm)))
+    }
+
+    /// Borrows the CM. Panics if it is mutably borrowed — an engine bug, see the module docs.
+    pub fn borrow(&self) -> Ref<'_, CongestionManager> {
+        self.0.borrow()
+    }
+
+    /// Borrows the CM mutably. Panics if it is already borrowed — an engine bug.
+    pub fn borrow_mut(&self) -> RefMut<'_, CongestionManager> {
+        self.0.borrow_mut()
+    }
+
+    fn try_with<R>(&self, f: impl FnOnce(&mut CongestionManager) -> R) -> Option<R> {
+        self.0.try_borrow_mut().ok().map(|mut cm| f(&mut cm))
+    }
+}
+
+/// A [`CongestionController`] that asks the CM for every transmission.
+#[derive(Debug)]
+pub struct CmController {
+    cm: CmHandle,
+    flow: FlowId,
+}
+
+impl CmController {
+    /// `cm_open` for a TCP connection to `dest` (implicit feedback, weight 1) and its
+    /// controller. Keep the [`FlowId`] to `close` the flow when the connection ends.
+    pub fn open(
+        cm: &CmHandle,
+        now: Time,
+        dest: PeerAddr,
+        key: FlowKey,
+    ) -> Result<(Box<dyn CongestionController>, FlowId), CmError> {
+        CmController::open_with(cm, now, dest, key, FlowOptions::implicit())
+    }
+
+    /// Like [`CmController::open`] with explicit options (e.g. a weight).
+    pub fn open_with(
+        cm: &CmHandle,
+        now: Time,
+        dest: PeerAddr,
+        key: FlowKey,
+        options: FlowOptions,
+    ) -> Result<(Box<dyn CongestionController>, FlowId), CmError> {
+        let flow = cm.borrow_mut().open(now, dest, key, options)?;
+        Ok((Box::new(CmController::new(cm.clone(), flow)), flow))
+    }
+
+    /// A controller for an already open flow.
+    pub fn new(cm: CmHandle, flow: FlowId) -> CmController {
+        CmController { cm, flow }
+    }
+
+    /// The flow this controller speaks for.
+    pub fn flow(&self) -> FlowId {
+        self.flow
+    }
+
+    /// Gives the CM the handshake's RTT sample (e.g. `conn.rtt().latest()` on `Connected`).
+    pub fn seed_rtt(cm: &CmHandle, now: Time, flow: FlowId, rtt: Duration) -> Result<(), CmError> {
+        cm.borrow_mut()
+            .update(now, flow, Feedback::received(0, Some(rtt)))
+    }
+
+    fn update(&self, now: Time, fb: Feedback) {
+        let _ = self.cm.try_with(|cm| cm.update(now, self.flow, fb));
+    }
+}
+
+impl CongestionController for CmController {
+    fn on_sent(&mut self, now: Time, bytes: u64, _retransmission: bool) {
+        let _ = self.cm.try_with(|cm| cm.notify(now, self.flow, bytes));
+    }
+
+    fn on_ack(&mut self, now: Time, ack: &AckInfo) {
+        self.update(
+            now,
+            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
+        );
+    }
+
+    fn on_congestion_event(
+        &mut self,
+        now: Time,
+        signal: CongestionSignal,
+        _bytes_in_flight: u64,
+        smss: u64,
+    ) {
+        let fb = match signal {
+            // RFC 3124 §5.1.1 step 4: three segments arrived, one was lost.
+            CongestionSignal::DuplicateAcks => Feedback {
+                nrecd_bytes: 3 * smss,
+                nlost_bytes: smss,
+                mode: LossMode::Loss,
+                rtt: None,
+            },
+            // RFC 3124 §5.1.1: "cm_update(streamid, avg_pkt_size, 0, CM_NO_FEEDBACK, 0)".
+            CongestionSignal::Timeout => Feedback {
+                nrecd_bytes: 0,
+                nlost_bytes: smss,
+                mode: LossMode::NoFeedback,
+                rtt: None,
+            },
+            CongestionSignal::Ecn => Feedback {
+                nrecd_bytes: 0,
+                nlost_bytes: 0,
+                mode: LossMode::Ecn,
+                rtt: None,
+            },
+        };
+        self.update(now, fb);
+    }
+
+    fn on_recovery_dup_ack(&mut self, now: Time, smss: u64) {
+        // RFC 3124 §5.1.1 step 4: each further duplicate ACK means a segment arrived.
+        self.update(now, Feedback::received(smss, None));
+    }
+
+    fn on_partial_ack(&mut self, now: Time, ack: &AckInfo) {
+        // RFC 3124 §5.1.1 step 5: the loss was already reported; data arrived.
+        self.update(
+            now,
+            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
+        );
+    }
+
+    fn on_recovery_end(&mut self, now: Time, ack: &AckInfo) {
+        self.update(
+            now,
+            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
+        );
+    }
+
+    fn send_permit(&mut self, now: Time, _bytes_in_flight: u64, bytes: u64) -> SendPermit {
+        let flow = self.flow;
+        let granted = self.cm.try_with(|cm| {
+            let balance = cm.grant_balance(now, flow).ok()?;
+            if balance >= bytes {
+                return Some(true);
+            }
+            // Ask once for what is missing; the grant may come at once.
+            if cm.pending_request(flow).ok()? == 0 {
+                cm.request(now, flow, bytes - balance).ok()?;
+            }
+            Some(cm.grant_balance(now, flow).ok()? >= bytes)
+        });
+        match granted.flatten() {
+            Some(true) => SendPermit::Now,
+            _ => SendPermit::Blocked,
+        }
+    }
+
+    fn window(&self) -> u64 {
+        self.cm
+            .0
+            .try_borrow()
+            .ok()
+            .and_then(|cm| {
+                let q = cm.query(self.flow).ok()?;
+                let srtt = q.srtt?.as_secs_f64();
+                Some((q.rate_bytes_per_s? * srtt) as u64)
+            })
+            .unwrap_or(0)
+    }
+
+    fn name(&self) -> &'static str {
+        "cm"
+    }
+}

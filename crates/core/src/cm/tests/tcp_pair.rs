@@ -1,0 +1,272 @@
+//! TCP/CM end to end: `tcp::Connection`s whose controller is a [`CmController`] on one client
+//! host, talking to NewReno servers through a tiny deterministic pipe (fixed delay, one
+//! serialisation slot per segment per direction, caller-chosen drops), as in `tcp/tests.rs`.
+
+use super::*;
+use crate::cm::tcp::CmController;
+use crate::tcp::{Connection, Segment, TcpConfig, TcpEvent, TcpRepr};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+
+const DELAY: Duration = Duration::from_millis(50);
+/// Serialisation time of one segment (about 11.7 Mbit/s for 1460-byte segments).
+const SLOT: Duration = Duration::from_millis(1);
+const SERVER: PeerAddr = PeerAddr(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Dir {
+    ToServer,
+    ToClient,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct SegKey([u8; 28], usize);
+
+type DropRule = Box<dyn FnMut(u64, &Segment) -> bool>;
+/// A segment in flight: arrival time, tie-breaker, direction, payload length, header bytes.
+type InFlight = Reverse<(Time, u64, Dir, u32, SegKey)>;
+
+struct Hosts {
+    now: Time,
+    cm: CmHandle,
+    config: TcpConfig,
+    clients: Vec<(Connection, FlowId)>,
+    /// Server connections by client port.
+    servers: BTreeMap<u16, Connection>,
+    wire: BinaryHeap<InFlight>,
+    busy_until: [Time; 2],
+    seq: u64,
+    data_sent: u64,
+    drop: DropRule,
+    /// When each client finished (all data acknowledged).
+    done_at: Vec<Option<Time>>,
+}
+
+impl Hosts {
+    fn new(n: usize, bytes: u64, drop: impl FnMut(u64, &Segment) -> bool + 'static) -> Hosts {
+        let config = TcpConfig::default();
+        let cm = CmHandle::new(CongestionManager::new(CmConfig {
+            mtu_bytes: u64::from(config.mss),
+            burst_bytes: 2 * u64::from(config.mss),
+            ..CmConfig::default()
+        }));
+        let clients = (0..n)
+            .map(|i| {
+                let port = 1000 + i as u16;
+                let (cc, flow) =
+                    CmController::open(&cm, Time::ZERO, SERVER, FlowKey(u64::from(port)))
+                        .expect("open");
+                let mut c = Connection::connect(config.clone(), port, 80, 0xffff_ff00, cc);
+                c.write(bytes);
+                c.close();
+                (c, flow)
+            })
+            .collect();
+        Hosts {
+            now: Time::ZERO,
+            cm,
+            config,
+            clients,
+            servers: BTreeMap::new(),
+            wire: BinaryHeap::new(),
+            busy_until: [Time::ZERO; 2],
+            seq: 0,
+            data_sent: 0,
+            drop: Box::new(drop),
+            done_at: vec![None; n],
+        }
+    }
+
+    fn put(&mut self, dir: Dir, seg: Segment) {
+        let mut buf = [0u8; 28];
+        let n = seg.repr.emit(&mut buf).expect("header fits");
+        self.seq += 1;
+        let link = &mut self.busy_until[dir as usize];
+        *link = (*link).max(self.now) + SLOT;
+        let arrival = *link + DELAY;
+        self.wire.push(Reverse((
+            arrival,
+            self.seq,
+            dir,
+            seg.payload_len,
+            SegKey(buf, n),
+        )));
+    }
+
+    fn pump(&mut self) {
+        let now = self.now;
+        loop {
+            let mut progressed = false;
+            {
+                let mut cm = self.cm.borrow_mut();
+                if cm.poll_timeout().is_some_and(|t| t <= now) {
+                    cm.handle_timeout(now);
+                }
+                while cm.poll_event().is_some() {}
+            }
+            for i in 0..self.clients.len() {
+                while let Some(seg) = self.clients[i].0.poll_transmit(now) {
+                    progressed = true;
+                    if seg.payload_len > 0 {
+                        self.data_sent += 1;
+                        if (self.drop)(self.data_sent, &seg) {
+                            continue;
+                        }
+                    }
+                    self.put(Dir::ToServer, seg);
+                }
+                let flow = self.clients[i].1;
+                while let Some(ev) = self.clients[i].0.poll_event() {
+                    if ev == TcpEvent::Connected
+                        && let Some(rtt) = self.clients[i].0.rtt().latest()
+                    {
+                        CmController::seed_rtt(&self.cm, now, flow, rtt).expect("open");
+                        progressed = true;
+                    }
+                }
+                if self.done_at[i].is_none() && self.clients[i].0.send_complete() {
+                    self.done_at[i] = Some(now);
+                }
+            }
+            let mut out = Vec::new();
+            for s in self.servers.values_mut() {
+                while let Some(seg) = s.poll_transmit(now) {
+                    out.push(seg);
+                }
+            }
+            for seg in out {
+                self.put(Dir::ToClient, seg);
+            }
+            // Grants issued by this round's CM calls may let a client send: go again.
+            if !progressed && self.cm.borrow().poll_timeout().is_none_or(|t| t > now) {
+                return;
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<Time> {
+        let conns = self
+            .clients
+            .iter()
+            .map(|c| &c.0)
+            .chain(self.servers.values());
+        conns
+            .filter_map(|c| c.poll_timeout())
+            .chain(self.wire.peek().map(|Reverse(e)| e.0))
+            .chain(self.cm.borrow().poll_timeout())
+            .min()
+    }
+
+    fn run(&mut self, until: Time) {
+        self.pump();
+        while let Some(t) = self.next_wakeup() {
+            if t > until {
+                break;
+            }
+            self.now = self.now.max(t);
+            if let Some(Reverse((at, ..))) = self.wire.peek()
+                && *at <= self.now
+            {
+                let Some(Reverse((_, _, dir, len, SegKey(buf, n)))) = self.wire.pop() else {
+                    return;
+                };
+                let repr = TcpRepr::parse(&buf[..n]).expect("valid header");
+                match dir {
+                    Dir::ToServer => match self.servers.get_mut(&repr.src_port) {
+                        Some(s) => {
+                            s.handle_segment(self.now, &repr, len);
+                            let unread = s.bytes_unread();
+                            s.read(unread);
+                        }
+                        None if repr.flags.syn => {
+                            let cfg = self.config.clone();
+                            let cc = Connection::newreno(&cfg);
+                            let s = Connection::accept(cfg, &repr, 7, cc);
+                            self.servers.insert(repr.src_port, s);
+                        }
+                        None => {}
+                    },
+                    Dir::ToClient => {
+                        let i = usize::from(repr.dst_port - 1000);
+                        self.clients[i].0.handle_segment(self.now, &repr, len);
+                    }
+                }
+            }
+            for (c, _) in &mut self.clients {
+                c.handle_timeout(self.now);
+            }
+            for s in self.servers.values_mut() {
+                s.handle_timeout(self.now);
+            }
+            self.pump();
+        }
+    }
+
+    fn delivered(&self, client: usize) -> u64 {
+        let port = 1000 + client as u16;
+        self.servers.get(&port).map_or(0, |s| s.bytes_delivered())
+    }
+}
+
+#[test]
+fn test_tcp_cm_transfer_completes_and_repairs_a_loss() {
+    let mut h = Hosts::new(1, 300_000, |n, _| n == 40);
+    h.run(Time::from_secs(60));
+    assert_eq!(h.delivered(0), 300_000);
+    let c = &h.clients[0].0;
+    assert!(c.send_complete());
+    assert_eq!(c.cc().name(), "cm");
+    assert_eq!(c.stats().fast_retransmits, 1);
+    assert_eq!(c.stats().timeouts, 0);
+    let cm = h.cm.borrow();
+    assert_eq!(cm.stats().decreases, 1, "the loss halved the CM rate");
+    let q = cm.query(h.clients[0].1).expect("open");
+    assert!(q.srtt.is_some_and(|s| s >= 2 * (DELAY + SLOT)));
+}
+
+#[test]
+fn test_tcp_cm_timeout_restarts_cm_rate() {
+    // The 30th data segment and its fast retransmission are lost: only the RTO repairs it.
+    let mut hits = 0;
+    let target = crate::tcp::seq::to_wire(0xffff_ff00, 1 + 29 * 1460);
+    let mut h = Hosts::new(1, 200_000, move |_, seg| {
+        let hit = seg.repr.seq == target && hits < 2;
+        hits += u32::from(hit);
+        hit
+    });
+    h.run(Time::from_secs(60));
+    assert_eq!(h.delivered(0), 200_000);
+    assert_eq!(h.clients[0].0.stats().timeouts, 1);
+    assert_eq!(h.cm.borrow().stats().restarts, 1);
+}
+
+#[test]
+fn test_two_tcp_cm_connections_share_one_macroflow_rate() {
+    let mut h = Hosts::new(2, 600_000, |_, _| false);
+    let (f0, f1) = (h.clients[0].1, h.clients[1].1);
+    let mf = h.cm.borrow().getmacroflow(f0).expect("open");
+    assert_eq!(h.cm.borrow().getmacroflow(f1), Ok(mf));
+    h.run(Time::from_secs(2));
+    // Mid-transfer: equal weights, equal progress.
+    let (a, b) = (h.delivered(0) as f64, h.delivered(1) as f64);
+    assert!(a > 100_000.0 && b > 100_000.0, "{a} {b}");
+    assert!((a / b - 1.0).abs() < 0.1, "{a} vs {b}");
+    let q0 = h.cm.borrow().query(f0).expect("open");
+    let q1 = h.cm.borrow().query(f1).expect("open");
+    let (r0, r1) = (
+        q0.rate_bytes_per_s.expect("valid"),
+        q1.rate_bytes_per_s.expect("valid"),
+    );
+    assert!((r0 - r1).abs() < 1e-9 && (r0 + r1 - q0.macroflow_rate_bytes_per_s).abs() < 1e-6);
+    h.run(Time::from_secs(60));
+    assert_eq!(h.delivered(0), 600_000);
+    assert_eq!(h.delivered(1), 600_000);
+    let (d0, d1) = (h.done_at[0].expect("done"), h.done_at[1].expect("done"));
+    let (s0, s1) = (d0.as_secs_f64(), d1.as_secs_f64());
+    assert!((s0 / s1 - 1.0).abs() < 0.1, "finish times {s0} vs {s1}");
+    // Everything the two connections sent was paced by the one macroflow.
+    let cm = h.cm.borrow();
+    let s = cm.stats();
+    assert!(s.granted_bytes >= 1_200_000);
+    assert_eq!(s.ungranted_bytes, 0, "no loss: every byte had a grant");
+}
