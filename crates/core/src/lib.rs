@@ -14,11 +14,16 @@
 //! - [`cc`]: the pluggable congestion-controller trait and NewReno;
 //! - [`tcp`]: the TCP-like stream (RFC 5681/6582/6298), with wire format;
 //! - [`cbr`]: constant-bit-rate UDP source and sink for cross traffic;
-//! - [`wire`]: shared helpers for checked wire parsing.
+//! - [`wire`]: shared helpers for checked wire parsing;
+//! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
+//!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream).
 
+pub mod atp;
 pub mod cbr;
 pub mod cc;
+pub mod nai;
 pub mod rtt;
+pub mod spp;
 pub mod tcp;
 pub mod time;
 pub mod wire;
