@@ -1,0 +1,1 @@
+//! ATP over one TCP connection (placeholder).
