@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 const IFQ_PACKETS: usize = 50;
+const LINK_STEP: Duration = Duration::from_millis(10);
 const Q0: QueueId = QueueId(0);
 
 type RateFn = Box<dyn Fn(Time) -> f64>;
@@ -28,9 +29,9 @@ struct Net {
     outages: Vec<(Time, Time)>,
     rng: ChaCha8Rng,
     ifq: VecDeque<SppDatagram>,
-    /// Datagram on the link and when its transmission ends.
-    link: Option<(Time, SppDatagram)>,
-    link_retry: Option<Time>,
+    /// Datagram on the link, its bytes still to transmit, and when that was last updated.
+    /// The rate is re-read at least every `LINK_STEP`, so rate changes apply mid-packet.
+    link: Option<(f64, Time, SppDatagram)>,
     fwd: BTreeMap<(Time, u64), SppDatagram>,
     rev: BTreeMap<(Time, u64), SppDatagram>,
     seq: u64,
@@ -66,7 +67,6 @@ impl Net {
             rng: ChaCha8Rng::seed_from_u64(seed),
             ifq: VecDeque::new(),
             link: None,
-            link_retry: None,
             fwd: BTreeMap::new(),
             rev: BTreeMap::new(),
             seq: 0,
@@ -93,27 +93,48 @@ impl Net {
         SppRepr::parse(&buf[..n]).expect("own datagrams parse")
     }
 
-    fn start_link(&mut self) {
-        if self.link.is_some() {
-            return;
-        }
+    fn link_rate(&self, t: Time) -> f64 {
         // An outage stops the card (the queue builds, as on 802.11) and loses what is in the air.
-        let r = if self.in_outage(self.now) {
+        if self.in_outage(t) {
             0.0
         } else {
-            (self.rate)(self.now)
+            (self.rate)(t).max(0.0)
+        }
+    }
+
+    fn start_link(&mut self) {
+        if self.link.is_none()
+            && let Some(d) = self.ifq.pop_front()
+        {
+            self.link = Some((d.wire_len() as f64, self.now, d));
+        }
+    }
+
+    /// When the link next needs attention: the end of the current packet at the current rate,
+    /// or `LINK_STEP` from its last update, whichever is first.
+    fn link_wakeup(&self) -> Option<Time> {
+        let (left, at, _) = self.link.as_ref()?;
+        let r = self.link_rate(*at);
+        let step = if r > 0.0 {
+            Duration::from_secs_f64(left / r).clamp(Duration::from_nanos(1), LINK_STEP)
+        } else {
+            LINK_STEP
         };
-        if r <= 0.0 {
-            if !self.ifq.is_empty() {
-                self.link_retry = Some(self.now + Duration::from_millis(10));
-            }
-            return;
+        Some(*at + step)
+    }
+
+    /// Advances the packet on the link to `now`; returns it if its last bit left.
+    fn advance_link(&mut self, now: Time) -> Option<SppDatagram> {
+        let (left, at, _) = self.link.as_ref()?;
+        let (left, at) = (*left, *at);
+        let sent = self.link_rate(at) * (now - at).as_secs_f64();
+        if sent + 1e-3 >= left {
+            return self.link.take().map(|(_, _, d)| d);
         }
-        self.link_retry = None;
-        if let Some(d) = self.ifq.pop_front() {
-            let tx = Duration::from_secs_f64(d.wire_len() as f64 / r);
-            self.link = Some((self.now + tx, d));
+        if let Some(l) = self.link.as_mut() {
+            *l = (left - sent, now, l.2.clone());
         }
+        None
     }
 
     fn pump(&mut self) {
@@ -148,8 +169,7 @@ impl Net {
 
     fn next_wakeup(&self) -> Option<Time> {
         [
-            self.link.as_ref().map(|(t, _)| *t),
-            self.link_retry,
+            self.link_wakeup(),
             self.fwd.keys().next().map(|k| k.0),
             self.rev.keys().next().map(|k| k.0),
             self.sender.poll_timeout(),
@@ -167,18 +187,12 @@ impl Net {
             }
             self.now = self.now.max(t);
             let now = self.now;
-            if let Some((end, _)) = &self.link
-                && *end <= now
-                && let Some((_, d)) = self.link.take()
-            {
+            if let Some(d) = self.advance_link(now) {
                 self.iface_bytes += d.wire_len() as u64;
                 if !self.lost(now) {
                     self.seq += 1;
                     self.fwd.insert((now + self.delay, self.seq), d);
                 }
-            }
-            if self.link_retry.is_some_and(|t| t <= now) {
-                self.link_retry = None;
             }
             while let Some(entry) = self.fwd.first_entry() {
                 if entry.key().0 > now {
