@@ -15,12 +15,17 @@
 //! - [`tcp`]: the TCP-like stream (RFC 5681/6582/6298), with wire format;
 //! - [`cbr`]: constant-bit-rate UDP source and sink for cross traffic;
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
+//! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
+//!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
 //! - [`wire`]: shared helpers for checked wire parsing.
 
+pub mod atp;
 pub mod cbr;
 pub mod cc;
 pub mod cm;
+pub mod nai;
 pub mod rtt;
+pub mod spp;
 pub mod tcp;
 pub mod time;
 pub mod wire;

@@ -1,0 +1,263 @@
+//! ATP's bandwidth estimator, Figure 3 of `papers/000_97f7680fd99dd928.txt` (§4.2).
+//!
+//! ```text
+//! bandwidth_estimate(used, backlog) {
+//!   used = maximum(used, filter(used));
+//!   if (backlog > MAXIMUM_BACKLOG) { curbw = used; staleness = 0;
+//!                                    return (used, used - backlog*MTU); }
+//!   else if (used < curbw) { int probe = PROBE_SIZE; staleness++;
+//!                            probe *= staleness / polldelay; curbw = used;
+//!                            return (curbw, curbw + probe); }
+//!   else { staleness = 0; return (curbw, curbw + PROBE_SIZE); }
+//! }
+//! ```
+//! "Every second, ATP invokes the bandwidth estimator … The bandwidth used over the preceding
+//! second is averaged with the values for the four preceding seconds … MAXIMUM BACKLOG is set
+//! high enough to avoid transient backlogs (10 in our implementation), and PROBE SIZE is half
+//! the minimum of the send queue capacity and the current estimate."
+//!
+//! The tuple is `(curbw, available)`: "the internal estimate and the estimate advertised to the
+//! application". Where the paper is silent or inconsistent (see `docs/design/nai.md`):
+//! * the third branch sets `curbw = used` — as printed, `curbw` could never rise;
+//! * `staleness / polldelay` is integer division, as printed; a poll delay of 0 acts as 1;
+//! * "current estimate" in PROBE_SIZE is `curbw` before this update;
+//! * `available` is clamped at 0 in the backlog branch;
+//! * a packet-pair measurement replaces both values (§4.2, §4.3 "the estimate jumps sharply
+//!   due to a packet-pair measurement").
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Estimator constants (§4.2, Figure 3).
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EstimatorConfig {
+    /// How often the estimator runs: "every second".
+    pub tick: Duration,
+    /// Averaging filter window, in ticks: "a window size of 5".
+    pub window: usize,
+    /// MAXIMUM_BACKLOG, in packets: "10 in our implementation".
+    pub max_backlog_packets: u32,
+    /// Interface send-queue capacity, in packets: "the maximum length allowed is 50 in
+    /// FreeBSD".
+    pub send_queue_capacity_packets: u32,
+    /// MTU in bytes, used for `backlog * MTU` and the queue capacity in bytes.
+    pub mtu_bytes: u32,
+    /// `polldelay`, in seconds (§4.4 uses 1 and 3).
+    pub poll_delay_s: u32,
+}
+
+impl Default for EstimatorConfig {
+    fn default() -> Self {
+        EstimatorConfig {
+            tick: Duration::from_secs(1),
+            window: 5,
+            max_backlog_packets: 10,
+            send_queue_capacity_packets: 50,
+            mtu_bytes: 1500,
+            poll_delay_s: 1,
+        }
+    }
+}
+
+/// The estimator's output.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct Estimate {
+    /// `curbw`: the internal estimate.
+    pub curbw_bytes_per_s: f64,
+    /// `available`: the estimate advertised to the application.
+    pub available_bytes_per_s: f64,
+}
+
+/// Which branch of Figure 3 produced the last estimate (for traces and tests).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Branch {
+    /// No estimate yet.
+    Initial,
+    /// Send-queue backlog above MAXIMUM_BACKLOG: a genuine decrease.
+    Backlog,
+    /// Usage fell below `curbw`: stale, probe grows with staleness.
+    Probe,
+    /// Usage reached `curbw`: probe by PROBE_SIZE.
+    Steady,
+    /// A packet-pair measurement.
+    PacketPair,
+}
+
+/// Figure 3's state: `curbw`, `staleness`, and the filter's history.
+#[derive(Clone, Debug)]
+pub struct BandwidthEstimator {
+    config: EstimatorConfig,
+    history: VecDeque<f64>,
+    curbw: f64,
+    staleness: u32,
+    estimate: Estimate,
+    branch: Branch,
+}
+
+impl BandwidthEstimator {
+    /// An estimator whose estimate is zero.
+    pub fn new(config: EstimatorConfig) -> BandwidthEstimator {
+        BandwidthEstimator {
+            config,
+            history: VecDeque::new(),
+            curbw: 0.0,
+            staleness: 0,
+            estimate: Estimate::default(),
+            branch: Branch::Initial,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EstimatorConfig {
+        &self.config
+    }
+
+    /// One run of Figure 3: `used_bytes` went through the interface during the last tick, and
+    /// the interface send queue holds `backlog_packets`.
+    pub fn on_tick(&mut self, used_bytes: u64, backlog_packets: u32) -> Estimate {
+        let secs = self.config.tick.as_secs_f64();
+        let raw = if secs > 0.0 {
+            used_bytes as f64 / secs
+        } else {
+            0.0
+        };
+        self.history.push_back(raw);
+        while self.history.len() > self.config.window.max(1) {
+            self.history.pop_front();
+        }
+        let mean = self.history.iter().sum::<f64>() / self.history.len() as f64;
+        let used = raw.max(mean);
+        let mtu = f64::from(self.config.mtu_bytes);
+        let queue_bytes = f64::from(self.config.send_queue_capacity_packets) * mtu;
+        let probe_size = 0.5 * queue_bytes.min(self.curbw);
+        let (curbw, available, branch) = if backlog_packets > self.config.max_backlog_packets {
+            self.staleness = 0;
+            let available = (used - f64::from(backlog_packets) * mtu).max(0.0);
+            (used, available, Branch::Backlog)
+        } else if used < self.curbw {
+            self.staleness = self.staleness.saturating_add(1);
+            let steps = self.staleness / self.config.poll_delay_s.max(1);
+            (used, used + probe_size * f64::from(steps), Branch::Probe)
+        } else {
+            self.staleness = 0;
+            (used, used + probe_size, Branch::Steady)
+        };
+        self.curbw = curbw;
+        self.branch = branch;
+        self.estimate = Estimate {
+            curbw_bytes_per_s: curbw,
+            available_bytes_per_s: available,
+        };
+        self.estimate
+    }
+
+    /// A packet-pair measurement (§4.2): replaces the estimate.
+    pub fn on_packet_pair(&mut self, rate_bytes_per_s: f64) -> Estimate {
+        let rate = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
+            rate_bytes_per_s
+        } else {
+            0.0
+        };
+        self.curbw = rate;
+        self.staleness = 0;
+        self.branch = Branch::PacketPair;
+        self.estimate = Estimate {
+            curbw_bytes_per_s: rate,
+            available_bytes_per_s: rate,
+        };
+        self.estimate
+    }
+
+    /// The latest estimate.
+    pub fn estimate(&self) -> Estimate {
+        self.estimate
+    }
+
+    /// The branch that produced it.
+    pub fn branch(&self) -> Branch {
+        self.branch
+    }
+
+    /// Seconds since the estimate last changed or genuinely decreased.
+    pub fn staleness(&self) -> u32 {
+        self.staleness
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn est(poll_delay_s: u32) -> BandwidthEstimator {
+        BandwidthEstimator::new(EstimatorConfig {
+            poll_delay_s,
+            ..EstimatorConfig::default()
+        })
+    }
+
+    #[test]
+    fn test_initial_zero_usage_stays_zero() {
+        let mut e = est(1);
+        let out = e.on_tick(0, 0);
+        assert_eq!(out, Estimate::default());
+        assert_eq!(e.branch(), Branch::Steady);
+    }
+
+    #[test]
+    fn test_steady_probes_by_half_min_of_queue_and_estimate() {
+        let mut e = est(1);
+        e.on_packet_pair(40_000.0);
+        // used 40 kB >= curbw: probe = 0.5 * min(75 kB, 40 kB) = 20 kB.
+        let out = e.on_tick(40_000, 0);
+        assert_eq!(out.curbw_bytes_per_s, 40_000.0);
+        assert_eq!(out.available_bytes_per_s, 60_000.0);
+        // Saturated: usage follows the pace, the probe is capped at half the queue (37.5 kB).
+        let out = e.on_tick(200_000, 0);
+        assert_eq!(out.available_bytes_per_s, 200_000.0 + 20_000.0);
+        let out = e.on_tick(300_000, 0);
+        assert_eq!(out.available_bytes_per_s, 300_000.0 + 37_500.0);
+    }
+
+    #[test]
+    fn test_backlog_is_a_genuine_decrease() {
+        let mut e = est(1);
+        e.on_packet_pair(100_000.0);
+        let out = e.on_tick(100_000, 20);
+        assert_eq!(e.branch(), Branch::Backlog);
+        assert_eq!(out.curbw_bytes_per_s, 100_000.0);
+        assert_eq!(out.available_bytes_per_s, 100_000.0 - 20.0 * 1500.0);
+        assert_eq!(e.staleness(), 0);
+        // At the threshold itself (10) the backlog is transient.
+        e.on_tick(100_000, 10);
+        assert_ne!(e.branch(), Branch::Backlog);
+    }
+
+    #[test]
+    fn test_probe_grows_with_staleness_over_poll_delay() {
+        let mut e = est(3);
+        e.on_packet_pair(200_000.0);
+        // Usage drops to 50 kB/s: the filter (max of raw and 5-sample mean) keeps it at 50k here
+        // because the history holds only this sample.
+        let out = e.on_tick(50_000, 0);
+        assert_eq!(e.branch(), Branch::Probe);
+        assert_eq!(e.staleness(), 1);
+        assert_eq!(out.available_bytes_per_s, 50_000.0, "1/3 = 0 probes");
+        e.on_tick(40_000, 0); // mean 45k < curbw 50k: staleness 2
+        let out = e.on_tick(30_000, 0); // mean 40k < 45k: staleness 3 -> one probe
+        assert_eq!(e.staleness(), 3);
+        let probe = 0.5 * 45_000.0;
+        assert_eq!(out.curbw_bytes_per_s, 40_000.0);
+        assert_eq!(out.available_bytes_per_s, 40_000.0 + probe);
+    }
+
+    #[test]
+    fn test_filter_averages_five_ticks() {
+        let mut e = est(1);
+        for _ in 0..5 {
+            e.on_tick(100_000, 0);
+        }
+        // One bad second: max(raw 0, mean of (4 * 100k + 0) / 5) = 80k.
+        let out = e.on_tick(0, 0);
+        assert_eq!(out.curbw_bytes_per_s, 80_000.0);
+    }
+}

@@ -1,0 +1,61 @@
+//! ATP, the Adaptive Transport Protocol (`papers/000_97f7680fd99dd928.txt` §4): the NAI
+//! scheduler ([`crate::nai`]) on a reliable transport, with a bandwidth estimator.
+//!
+//! * [`AtpSender`] / [`AtpReceiver`]: ATP over SPP ([`crate::spp`]), the variant the paper's
+//!   experiments use. The sender paces SPP at the estimate and feeds the estimate to NAI's
+//!   admission control, early expiry and bandwidth notifications.
+//! * [`tcp`]: ATP over one TCP connection in fixed-size, padded segments (§4.1).
+//! * [`estimator`]: Figure 3.
+//!
+//! The bandwidth source is pluggable ([`RateSource`]): the estimator, or a rate supplied from
+//! outside (an oracle that knows the true link rate).
+
+pub mod estimator;
+mod sender;
+pub mod tcp;
+#[cfg(test)]
+mod tests;
+
+pub use estimator::{BandwidthEstimator, Estimate, EstimatorConfig};
+pub use sender::AtpSender;
+
+/// The ATP receiver is the SPP receiver: it reassembles and delivers messages.
+pub use crate::spp::SppReceiver as AtpReceiver;
+
+use crate::nai::NaiConfig;
+use crate::spp::SppConfig;
+
+/// Where the sender's bandwidth figure comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum RateSource {
+    /// ATP's estimator (Figure 3), run every tick from interface counters and the send-queue
+    /// length, with packet-pair probing when the estimate is zero.
+    Estimated,
+    /// Supplied by the engine with [`AtpSender::set_external_rate`] (e.g. the true link rate,
+    /// for an oracle baseline). The estimator does not run.
+    External,
+}
+
+/// Configuration of an ATP sender.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AtpConfig {
+    /// NAI scheduler limits.
+    pub nai: NaiConfig,
+    /// SPP limits.
+    pub spp: SppConfig,
+    /// Estimator constants.
+    pub estimator: EstimatorConfig,
+    /// Pacing burst allowance, in bytes (the token bucket's depth).
+    pub pacing_burst_bytes: u32,
+}
+
+impl Default for AtpConfig {
+    fn default() -> Self {
+        AtpConfig {
+            nai: NaiConfig::default(),
+            spp: SppConfig::default(),
+            estimator: EstimatorConfig::default(),
+            pacing_burst_bytes: 2 * 1472,
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! The ATP sender over SPP: NAI scheduling + SPP reliability + Figure 3 estimation + pacing.
+
+use super::estimator::{BandwidthEstimator, Estimate};
+use super::{AtpConfig, RateSource};
+use crate::nai::{NaiEvent, Scheduler};
+use crate::spp::wire::{DataHeader, ProbeHeader};
+use crate::spp::{SppDatagram, SppRepr, SppSender, SppStats};
+use crate::time::Time;
+
+/// A token bucket that may go into debt by one datagram: send while tokens >= 0.
+#[derive(Clone, Debug)]
+struct Pacer {
+    rate_bytes_per_s: f64,
+    tokens: f64,
+    burst_bytes: f64,
+    last: Time,
+}
+
+impl Pacer {
+    fn refill(&mut self, now: Time) {
+        let dt = (now - self.last).as_secs_f64();
+        self.tokens = (self.tokens + dt * self.rate_bytes_per_s).min(self.burst_bytes);
+        self.last = self.last.max(now);
+    }
+
+    fn set_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
+        self.refill(now);
+        self.rate_bytes_per_s = rate_bytes_per_s;
+    }
+
+    fn ready(&self) -> bool {
+        self.rate_bytes_per_s > 0.0 && self.tokens >= 0.0
+    }
+
+    fn next_ready(&self) -> Option<Time> {
+        if self.rate_bytes_per_s <= 0.0 {
+            None
+        } else if self.tokens >= 0.0 {
+            Some(self.last)
+        } else {
+            let wait = std::time::Duration::from_secs_f64(-self.tokens / self.rate_bytes_per_s);
+            Some(self.last + wait + std::time::Duration::from_nanos(1))
+        }
+    }
+}
+
+/// An ATP sender over SPP.
+///
+/// # Calling pattern
+///
+/// ```text
+/// let mut s = AtpSender::new(config, RateSource::Estimated, now);
+/// application: s.nai_mut().submit(now, queue, bytes, opts) / cancel / defer / resume / …
+/// arrivals:    s.handle_datagram(now, &repr, payload_len)     // ACKs and probe reports
+/// interface:   s.handle_queue_len(now, packets)               // send-queue length (§4.2)
+///              s.handle_interface_bytes(now, total_bytes)     // cumulative tx+rx counter
+/// timers:      s.handle_timeout(now) once poll_timeout() has passed
+/// after every call: drain poll_transmit(now) (each datagram to the interface), then
+///              poll_event() (NAI events: timer expiry, outcomes, bandwidth notifications)
+/// ```
+///
+/// `poll_transmit` sends, in order: CANCEL notices, packet-pair probes, then paced DATA.
+#[derive(Debug)]
+pub struct AtpSender {
+    config: AtpConfig,
+    nai: Scheduler,
+    spp: SppSender,
+    estimator: BandwidthEstimator,
+    source: RateSource,
+    pacer: Pacer,
+    next_tick: Time,
+    iface_total: Option<u64>,
+    iface_at_tick: Option<u64>,
+    own_total: u64,
+    own_at_tick: u64,
+    queue_len_packets: u32,
+    probe_id: u32,
+    probes_due: u8,
+    packet_pairs: u64,
+}
+
+impl AtpSender {
+    /// A sender starting at `now`. With [`RateSource::Estimated`] the estimate starts at zero,
+    /// so a packet pair is sent at once (§4.2).
+    pub fn new(config: AtpConfig, source: RateSource, now: Time) -> AtpSender {
+        let nai = Scheduler::new(config.nai.clone());
+        let spp = SppSender::new(config.spp.clone());
+        let estimator = BandwidthEstimator::new(config.estimator.clone());
+        let pacer = Pacer {
+            rate_bytes_per_s: 0.0,
+            tokens: 0.0,
+            burst_bytes: f64::from(config.pacing_burst_bytes.max(1)),
+            last: now,
+        };
+        let next_tick = now + config.estimator.tick;
+        let mut s = AtpSender {
+            config,
+            nai,
+            spp,
+            estimator,
+            source,
+            pacer,
+            next_tick,
+            iface_total: None,
+            iface_at_tick: None,
+            own_total: 0,
+            own_at_tick: 0,
+            queue_len_packets: 0,
+            probe_id: 0,
+            probes_due: 0,
+            packet_pairs: 0,
+        };
+        if source == RateSource::Estimated {
+            s.start_packet_pair();
+        }
+        s
+    }
+
+    /// The NAI scheduler (queries).
+    pub fn nai(&self) -> &Scheduler {
+        &self.nai
+    }
+
+    /// The NAI scheduler, for application calls (submit, cancel, defer, resume, …). Do not call
+    /// its transport methods (`next_chunk`, `on_acked`, …, `set_rate`): the sender does.
+    pub fn nai_mut(&mut self) -> &mut Scheduler {
+        &mut self.nai
+    }
+
+    /// SPP sender state (statistics, RTT).
+    pub fn spp(&self) -> &SppSender {
+        &self.spp
+    }
+
+    /// SPP counters.
+    pub fn stats(&self) -> &SppStats {
+        self.spp.stats()
+    }
+
+    /// The estimator's latest output.
+    pub fn estimate(&self) -> Estimate {
+        self.estimator.estimate()
+    }
+
+    /// The estimator (branch, staleness).
+    pub fn estimator(&self) -> &BandwidthEstimator {
+        &self.estimator
+    }
+
+    /// Packet pairs sent so far.
+    pub fn packet_pairs(&self) -> u64 {
+        self.packet_pairs
+    }
+
+    /// The rate SPP is paced at.
+    pub fn pacing_rate_bytes_per_s(&self) -> f64 {
+        self.pacer.rate_bytes_per_s
+    }
+
+    /// Current interface send-queue length in packets (the simulator's interface queue).
+    pub fn handle_queue_len(&mut self, _now: Time, packets: u32) {
+        self.queue_len_packets = packets;
+    }
+
+    /// Cumulative bytes sent plus received by the interface ("polling the network card for the
+    /// amount of data sent and received", §4.2). Without it, ATP counts its own datagrams.
+    pub fn handle_interface_bytes(&mut self, _now: Time, total_bytes: u64) {
+        self.iface_total = Some(total_bytes);
+        if self.iface_at_tick.is_none() {
+            self.iface_at_tick = Some(total_bytes);
+        }
+    }
+
+    /// Sets the bandwidth with [`RateSource::External`]; ignored otherwise.
+    pub fn set_external_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
+        if self.source == RateSource::External {
+            self.apply_rate(now, rate_bytes_per_s);
+        }
+    }
+
+    /// Handles a datagram from the receiver.
+    pub fn handle_datagram(&mut self, now: Time, repr: &SppRepr, payload_len: u32) {
+        self.own_total += (repr.buffer_len() + payload_len as usize) as u64;
+        match repr {
+            SppRepr::Ack(ack) => self.spp.handle_ack(now, ack, &mut self.nai),
+            SppRepr::Report(r)
+                if self.source == RateSource::Estimated
+                    && r.probe_id == self.probe_id
+                    && r.gap_ns > 0 =>
+            {
+                let rate = f64::from(r.bytes) * 1e9 / r.gap_ns as f64;
+                let e = self.estimator.on_packet_pair(rate);
+                self.apply_rate(now, e.available_bytes_per_s);
+            }
+            _ => {}
+        }
+    }
+
+    fn apply_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
+        // The advertised value drives admission, early expiry, notifications and pacing; see
+        // docs/design/nai.md ("which estimate paces").
+        self.nai.set_rate(now, rate_bytes_per_s);
+        self.pacer.set_rate(now, self.nai.rate_bytes_per_s());
+    }
+
+    fn start_packet_pair(&mut self) {
+        self.probe_id = self.probe_id.wrapping_add(1);
+        self.probes_due = 2;
+        self.packet_pairs += 1;
+    }
+
+    fn tick(&mut self, now: Time) {
+        let used = match (self.iface_total, self.iface_at_tick) {
+            (Some(total), Some(prev)) => {
+                self.iface_at_tick = Some(total);
+                total.saturating_sub(prev)
+            }
+            _ => {
+                let used = self.own_total - self.own_at_tick;
+                self.own_at_tick = self.own_total;
+                used
+            }
+        };
+        let e = self.estimator.on_tick(used, self.queue_len_packets);
+        self.apply_rate(now, e.available_bytes_per_s);
+        if e.available_bytes_per_s <= 0.0 {
+            self.start_packet_pair();
+        }
+    }
+
+    /// The next datagram to hand to the interface.
+    pub fn poll_transmit(&mut self, now: Time) -> Option<SppDatagram> {
+        while let Some(n) = self.nai.poll_notice() {
+            self.spp.on_notice(n);
+        }
+        if let Some(c) = self.spp.poll_cancel(now) {
+            return Some(self.count(SppDatagram {
+                repr: SppRepr::Cancel(c),
+                payload_len: 0,
+            }));
+        }
+        if self.probes_due > 0 {
+            let repr = SppRepr::Probe(ProbeHeader {
+                probe_id: self.probe_id,
+                index: 2 - self.probes_due,
+            });
+            self.probes_due -= 1;
+            let pad =
+                usize::from(self.config.spp.max_datagram_bytes).saturating_sub(repr.buffer_len());
+            return Some(self.count(SppDatagram {
+                repr,
+                payload_len: pad as u32,
+            }));
+        }
+        self.pacer.refill(now);
+        if !self.pacer.ready() || !self.spp.can_send_data() {
+            return None;
+        }
+        let chunk = self
+            .nai
+            .next_chunk(self.spp.max_payload(), self.spp.can_start_new())?;
+        let header: DataHeader = self.spp.on_data_sent(now, &chunk);
+        let d = SppDatagram {
+            repr: SppRepr::Data(header),
+            payload_len: u32::from(header.len),
+        };
+        self.pacer.tokens -= d.wire_len() as f64;
+        Some(self.count(d))
+    }
+
+    fn count(&mut self, d: SppDatagram) -> SppDatagram {
+        self.own_total += d.wire_len() as u64;
+        d
+    }
+
+    /// When `handle_timeout` should next be called.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t: Option<Time> = None;
+        let mut take = |x: Option<Time>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |y| y.min(x)));
+            }
+        };
+        if self.source == RateSource::Estimated {
+            take(Some(self.next_tick));
+        }
+        take(self.nai.poll_timeout());
+        take(self.spp.poll_timeout());
+        if self.nai.has_sendable() && self.spp.can_send_data() {
+            take(self.pacer.next_ready());
+        }
+        t
+    }
+
+    /// Runs the estimator tick, callback timers and the retransmission timer due by `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if self.source == RateSource::Estimated && now >= self.next_tick {
+            self.tick(now);
+            let tick = self
+                .config
+                .estimator
+                .tick
+                .max(std::time::Duration::from_millis(1));
+            while self.next_tick <= now {
+                self.next_tick += tick;
+            }
+        }
+        self.nai.handle_timeout(now);
+        self.spp.handle_timeout(now, &mut self.nai);
+    }
+
+    /// The next application event.
+    pub fn poll_event(&mut self) -> Option<NaiEvent> {
+        self.nai.poll_event()
+    }
+}

@@ -1,0 +1,606 @@
+//! ATP over SPP end to end, through a tiny deterministic pipe (no simulator): a sender-side
+//! interface queue (50 packets, tail drop) in front of a link whose rate follows a function of
+//! time, a fixed one-way delay, seeded random loss in both directions, and outages during which
+//! the link sends nothing and every packet in the air is lost. Every datagram is emitted to bytes and parsed back on arrival.
+
+use super::*;
+use crate::nai::{MessageId, NaiEvent, OnExpiry, Outcome, Priority, QueueId, SendOptions};
+use crate::spp::{Delivery, SppDatagram, SppEvent, SppRepr};
+use crate::time::Time;
+use proptest::prelude::*;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+const IFQ_PACKETS: usize = 50;
+const LINK_STEP: Duration = Duration::from_millis(10);
+const Q0: QueueId = QueueId(0);
+
+type RateFn = Box<dyn Fn(Time) -> f64>;
+
+struct Net {
+    now: Time,
+    sender: AtpSender,
+    receiver: AtpReceiver,
+    rate: RateFn,
+    delay: Duration,
+    loss: f64,
+    outages: Vec<(Time, Time)>,
+    rng: ChaCha8Rng,
+    ifq: VecDeque<SppDatagram>,
+    /// Datagram on the link, its bytes still to transmit, and when that was last updated.
+    /// The rate is re-read at least every `LINK_STEP`, so rate changes apply mid-packet.
+    link: Option<(f64, Time, SppDatagram)>,
+    fwd: BTreeMap<(Time, u64), SppDatagram>,
+    rev: BTreeMap<(Time, u64), SppDatagram>,
+    seq: u64,
+    iface_bytes: u64,
+    ifq_drops: u64,
+    deliveries: Vec<Delivery>,
+    discards: Vec<MessageId>,
+    events: Vec<(Time, NaiEvent)>,
+}
+
+impl Net {
+    fn new(source: RateSource, rate: impl Fn(Time) -> f64 + 'static, seed: u64) -> Net {
+        let config = AtpConfig {
+            spp: crate::spp::SppConfig {
+                rto: crate::rtt::RtoConfig {
+                    min: Duration::from_millis(200),
+                    max: Duration::from_secs(2),
+                    ..crate::rtt::RtoConfig::default()
+                },
+                ..crate::spp::SppConfig::default()
+            },
+            ..AtpConfig::default()
+        };
+        let receiver = AtpReceiver::new(config.spp.clone());
+        Net {
+            now: Time::ZERO,
+            sender: AtpSender::new(config, source, Time::ZERO),
+            receiver,
+            rate: Box::new(rate),
+            delay: Duration::from_millis(20),
+            loss: 0.0,
+            outages: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            ifq: VecDeque::new(),
+            link: None,
+            fwd: BTreeMap::new(),
+            rev: BTreeMap::new(),
+            seq: 0,
+            iface_bytes: 0,
+            ifq_drops: 0,
+            deliveries: Vec::new(),
+            discards: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    fn in_outage(&self, t: Time) -> bool {
+        self.outages.iter().any(|&(a, b)| a <= t && t < b)
+    }
+
+    fn lost(&mut self, t: Time) -> bool {
+        self.in_outage(t) || (self.loss > 0.0 && self.rng.random::<f64>() < self.loss)
+    }
+
+    /// Emits to bytes and parses back, as a real engine would.
+    fn wire(d: &SppDatagram) -> SppRepr {
+        let mut buf = vec![0u8; d.repr.buffer_len()];
+        let n = d.repr.emit(&mut buf).expect("emit fits buffer_len");
+        SppRepr::parse(&buf[..n]).expect("own datagrams parse")
+    }
+
+    fn link_rate(&self, t: Time) -> f64 {
+        // An outage stops the card (the queue builds, as on 802.11) and loses what is in the air.
+        if self.in_outage(t) {
+            0.0
+        } else {
+            (self.rate)(t).max(0.0)
+        }
+    }
+
+    fn start_link(&mut self) {
+        if self.link.is_none()
+            && let Some(d) = self.ifq.pop_front()
+        {
+            self.link = Some((d.wire_len() as f64, self.now, d));
+        }
+    }
+
+    /// When the link next needs attention: the end of the current packet at the current rate,
+    /// or `LINK_STEP` from its last update, whichever is first.
+    fn link_wakeup(&self) -> Option<Time> {
+        let (left, at, _) = self.link.as_ref()?;
+        let r = self.link_rate(*at);
+        let step = if r > 0.0 {
+            Duration::from_secs_f64(left / r).clamp(Duration::from_nanos(1), LINK_STEP)
+        } else {
+            LINK_STEP
+        };
+        Some(*at + step)
+    }
+
+    /// Advances the packet on the link to `now`; returns it if its last bit left.
+    fn advance_link(&mut self, now: Time) -> Option<SppDatagram> {
+        let (left, at, _) = self.link.as_ref()?;
+        let (left, at) = (*left, *at);
+        let sent = self.link_rate(at) * (now - at).as_secs_f64();
+        if sent + 1e-3 >= left {
+            return self.link.take().map(|(_, _, d)| d);
+        }
+        if let Some(l) = self.link.as_mut() {
+            *l = (left - sent, now, l.2.clone());
+        }
+        None
+    }
+
+    fn pump(&mut self) {
+        let now = self.now;
+        self.sender.handle_queue_len(now, self.ifq.len() as u32);
+        self.sender.handle_interface_bytes(now, self.iface_bytes);
+        while let Some(d) = self.sender.poll_transmit(now) {
+            if self.ifq.len() >= IFQ_PACKETS {
+                self.ifq_drops += 1;
+            } else {
+                self.ifq.push_back(d);
+            }
+        }
+        self.start_link();
+        self.sender.handle_queue_len(now, self.ifq.len() as u32);
+        while let Some(d) = self.receiver.poll_transmit(now) {
+            if !self.lost(now) {
+                self.seq += 1;
+                self.rev.insert((now + self.delay, self.seq), d);
+            }
+        }
+        while let Some(e) = self.sender.poll_event() {
+            self.events.push((now, e));
+        }
+        while let Some(e) = self.receiver.poll_event() {
+            match e {
+                SppEvent::Delivered(d) => self.deliveries.push(d),
+                SppEvent::Discarded { id } => self.discards.push(id),
+            }
+        }
+    }
+
+    fn next_wakeup(&self) -> Option<Time> {
+        [
+            self.link_wakeup(),
+            self.fwd.keys().next().map(|k| k.0),
+            self.rev.keys().next().map(|k| k.0),
+            self.sender.poll_timeout(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    fn run_until(&mut self, until: Time) {
+        self.pump();
+        while let Some(t) = self.next_wakeup() {
+            if t > until {
+                break;
+            }
+            self.now = self.now.max(t);
+            let now = self.now;
+            if let Some(d) = self.advance_link(now) {
+                self.iface_bytes += d.wire_len() as u64;
+                if !self.lost(now) {
+                    self.seq += 1;
+                    self.fwd.insert((now + self.delay, self.seq), d);
+                }
+            }
+            while let Some(entry) = self.fwd.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let d = entry.remove();
+                self.receiver
+                    .handle_datagram(now, &Self::wire(&d), d.payload_len);
+            }
+            while let Some(entry) = self.rev.first_entry() {
+                if entry.key().0 > now {
+                    break;
+                }
+                let d = entry.remove();
+                self.iface_bytes += d.wire_len() as u64;
+                self.sender
+                    .handle_datagram(now, &Self::wire(&d), d.payload_len);
+            }
+            if self.sender.poll_timeout().is_some_and(|t| t <= now) {
+                self.sender.handle_timeout(now);
+            }
+            self.pump();
+        }
+        self.now = self.now.max(until);
+        self.pump();
+    }
+
+    fn submit(&mut self, size: u64, opts: SendOptions) -> Result<MessageId, crate::nai::NaiError> {
+        let r = self.sender.nai_mut().submit(self.now, Q0, size, opts);
+        self.pump();
+        r
+    }
+
+    fn outcomes(&self) -> BTreeMap<MessageId, Vec<Outcome>> {
+        let mut m: BTreeMap<MessageId, Vec<Outcome>> = BTreeMap::new();
+        for (_, e) in &self.events {
+            if let NaiEvent::Outcome { id, outcome } = e {
+                m.entry(*id).or_default().push(*outcome);
+            }
+        }
+        m
+    }
+}
+
+fn constant(rate: f64) -> impl Fn(Time) -> f64 {
+    move |_| rate
+}
+
+fn no_timer(p: Priority) -> SendOptions {
+    SendOptions {
+        priority: p,
+        ..SendOptions::default()
+    }
+}
+
+#[test]
+fn test_transfer_preserves_boundaries_and_delivers_each_once() {
+    let mut net = Net::new(RateSource::Estimated, constant(100_000.0), 1);
+    net.run_until(Time::from_secs(2));
+    let mut sent = BTreeMap::new();
+    for i in 0..40u64 {
+        let size = 1 + (i * 7919) % 20_000;
+        let p = Priority((i % 3) as u8);
+        let id = net.submit(size, no_timer(p)).expect("no timer: admitted");
+        sent.insert(id, (size, p));
+    }
+    net.run_until(Time::from_secs(60));
+    assert_eq!(net.deliveries.len(), sent.len());
+    for d in &net.deliveries {
+        assert_eq!(sent.get(&d.id), Some(&(d.size_bytes, d.priority)));
+    }
+    let outcomes = net.outcomes();
+    assert_eq!(outcomes.len(), sent.len());
+    assert!(
+        outcomes
+            .values()
+            .all(|o| matches!(o[..], [Outcome::Delivered { .. }]))
+    );
+    assert_eq!(net.sender.stats().retransmitted_bytes, 0);
+}
+
+#[test]
+fn test_estimator_finds_link_rate_by_packet_pair_and_probing() {
+    let mut net = Net::new(RateSource::Estimated, constant(200_000.0), 2);
+    net.run_until(Time::from_millis(500));
+    let pp = net.sender.estimate().available_bytes_per_s;
+    assert!((pp - 200_000.0).abs() < 1_000.0, "packet pair: {pp}");
+    net.submit(20_000_000, no_timer(Priority::LOW)).unwrap();
+    net.run_until(Time::from_secs(10));
+    let before = net.sender.nai().bytes_remaining(MessageId(0)).unwrap();
+    net.run_until(Time::from_secs(20));
+    let after = net.sender.nai().bytes_remaining(MessageId(0)).unwrap();
+    let goodput = (before - after) as f64 / 10.0;
+    assert!(goodput > 150_000.0, "goodput {goodput}");
+    let e = net.sender.estimate();
+    assert!(
+        e.curbw_bytes_per_s > 150_000.0 && e.curbw_bytes_per_s < 260_000.0,
+        "{e:?}"
+    );
+}
+
+#[test]
+fn test_losses_are_repaired_and_duplicates_suppressed() {
+    let mut net = Net::new(RateSource::External, constant(100_000.0), 3);
+    net.sender.set_external_rate(Time::ZERO, 100_000.0);
+    net.loss = 0.1;
+    for i in 0..30u64 {
+        net.submit(1 + (i * 4099) % 10_000, no_timer(Priority::HIGH))
+            .unwrap();
+    }
+    net.run_until(Time::from_secs(60));
+    assert_eq!(net.deliveries.len(), 30);
+    let mut ids: Vec<_> = net.deliveries.iter().map(|d| d.id).collect();
+    ids.dedup();
+    assert_eq!(ids.len(), 30, "each delivered once");
+    assert!(net.sender.stats().retransmitted_bytes > 0);
+}
+
+#[test]
+fn test_deferred_partly_sent_message_restarts_without_resending_acked_data() {
+    let mut net = Net::new(RateSource::External, constant(100_000.0), 4);
+    net.sender.set_external_rate(Time::ZERO, 50_000.0);
+    let id = net.submit(200_000, no_timer(Priority::HIGH)).unwrap();
+    net.run_until(Time::from_secs(2));
+    net.sender.nai_mut().defer(net.now, id).unwrap();
+    net.run_until(Time::from_secs(3));
+    let sent_at_defer = net.sender.stats().data_bytes;
+    let remaining = net.sender.nai().bytes_remaining(id).unwrap();
+    assert!(remaining > 50_000 && remaining < 150_000, "{remaining}");
+    net.run_until(Time::from_secs(6));
+    assert_eq!(net.sender.stats().data_bytes, sent_at_defer, "suspended");
+    net.sender.nai_mut().resume(net.now, id).unwrap();
+    net.run_until(Time::from_secs(20));
+    assert_eq!(net.deliveries.len(), 1);
+    let stats = *net.sender.stats();
+    assert_eq!(stats.retransmitted_bytes, 0);
+    assert_eq!(stats.data_bytes, 200_000, "no byte sent twice");
+}
+
+#[test]
+fn test_receiver_never_delivers_cancelled_message() {
+    let mut net = Net::new(RateSource::External, constant(100_000.0), 5);
+    net.sender.set_external_rate(Time::ZERO, 100_000.0);
+    let partly = net.submit(300_000, no_timer(Priority::HIGH)).unwrap();
+    net.run_until(Time::from_secs(1));
+    net.sender.nai_mut().cancel(net.now, partly).unwrap();
+    // A message whose bytes are all on the wire when cancelled: the receiver decides.
+    let small = net.submit(1000, no_timer(Priority::HIGH)).unwrap();
+    net.run_until(net.now + Duration::from_millis(15));
+    net.sender.nai_mut().cancel(net.now, small).unwrap();
+    net.run_until(Time::from_secs(10));
+    let outcomes = net.outcomes();
+    assert_eq!(outcomes[&partly], vec![Outcome::Cancelled]);
+    assert_eq!(net.discards, vec![partly]);
+    let small_delivered = net.deliveries.iter().any(|d| d.id == small);
+    assert!(!net.deliveries.iter().any(|d| d.id == partly));
+    match outcomes[&small][..] {
+        [Outcome::Delivered { .. }] => assert!(small_delivered),
+        [Outcome::Cancelled] => assert!(!small_delivered),
+        ref other => panic!("{other:?}"),
+    }
+    assert_eq!(net.sender.spp().open_messages(), 0);
+}
+
+#[test]
+fn test_outage_zeroes_estimate_then_packet_pair_recovers_it() {
+    let mut net = Net::new(RateSource::Estimated, constant(100_000.0), 6);
+    net.outages.push((Time::from_secs(5), Time::from_secs(15)));
+    net.submit(50_000_000, no_timer(Priority::LOW)).unwrap();
+    net.run_until(Time::from_secs(14));
+    assert!(net.sender.estimate().available_bytes_per_s < 10_000.0);
+    let timed = SendOptions {
+        priority: Priority::HIGH,
+        timer: Some(Duration::from_secs(1)),
+        on_expiry: OnExpiry::Discard,
+    };
+    assert!(net.submit(10_000, timed).is_err(), "no bandwidth: rejected");
+    let pairs = net.sender.packet_pairs();
+    net.run_until(Time::from_secs(25));
+    assert!(net.sender.packet_pairs() > pairs || pairs > 1);
+    assert!(net.sender.estimate().available_bytes_per_s > 50_000.0);
+    assert!(net.submit(10_000, timed).is_ok());
+}
+
+#[test]
+fn test_timer_expiry_and_admission_under_estimate() {
+    // Figure 4(a) in miniature: 64 kB every 0.25 s with a 1 s timer over a 100 kB/s link.
+    let mut net = Net::new(RateSource::Estimated, constant(100_000.0), 7);
+    let timed = SendOptions {
+        priority: Priority::HIGH,
+        timer: Some(Duration::from_secs(1)),
+        on_expiry: OnExpiry::Discard,
+    };
+    for i in 0..80u64 {
+        net.run_until(Time::from_millis(250 * i));
+        let _ = net.submit(64_000, timed);
+    }
+    net.run_until(Time::from_secs(40));
+    let outcomes = net.outcomes();
+    let count = |f: fn(&Outcome) -> bool| outcomes.values().filter(|o| f(&o[0])).count();
+    let delivered = count(|o| matches!(o, Outcome::Delivered { .. }));
+    let rejected = count(|o| matches!(o, Outcome::Rejected(_)));
+    assert_eq!(outcomes.len(), 80);
+    assert!(outcomes.values().all(|o| o.len() == 1));
+    // The link carries at most ~1.5 such messages per second; most are refused at the door.
+    assert!((10..=35).contains(&delivered), "delivered {delivered}");
+    assert!(rejected >= 40, "rejected {rejected}");
+}
+
+/// One randomly generated application action.
+#[derive(Clone, Debug)]
+enum Act {
+    Submit {
+        size: u64,
+        priority: u8,
+        timer_ms: Option<u64>,
+        discard: bool,
+    },
+    Cancel(usize),
+    Defer(usize),
+    Resume(usize),
+    SetPriority(usize, u8),
+}
+
+fn act() -> impl Strategy<Value = Act> {
+    prop_oneof![
+        6 => (1u64..64_000, 0u8..3, proptest::option::of(300u64..4_000), any::<bool>()).prop_map(
+            |(size, priority, timer_ms, discard)| Act::Submit { size, priority, timer_ms, discard }
+        ),
+        1 => any::<usize>().prop_map(Act::Cancel),
+        1 => any::<usize>().prop_map(Act::Defer),
+        1 => any::<usize>().prop_map(Act::Resume),
+        1 => (any::<usize>(), 0u8..3).prop_map(|(i, p)| Act::SetPriority(i, p)),
+    ]
+}
+
+fn check_exactly_one_outcome(
+    seed: u64,
+    acts: Vec<(u64, Act)>,
+    loss: f64,
+    outages: Vec<(u64, u64)>,
+    rates: Vec<u32>,
+) -> Result<(), TestCaseError> {
+    let rate = move |t: Time| {
+        // One rate per 5 s for the first 40 s (0 to 200 kB/s), then 100 kB/s to let it finish.
+        let slot = (t.as_nanos() / 5_000_000_000) as usize;
+        rates.get(slot).map_or(100_000.0, |r| f64::from(*r))
+    };
+    let mut net = Net::new(RateSource::Estimated, rate, seed);
+    net.loss = loss;
+    net.outages = outages
+        .into_iter()
+        .map(|(a, l)| (Time::from_millis(a), Time::from_millis(a + l)))
+        .collect();
+    let mut acts = acts;
+    acts.sort_by_key(|(t, _)| *t);
+    let mut ids: Vec<MessageId> = Vec::new();
+    let mut decisions = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed);
+    let mut seen_events = 0;
+    let mut next = acts.into_iter().peekable();
+    let step = Duration::from_millis(50);
+    while net.now < Time::from_secs(40) {
+        let until = net.now + step;
+        net.run_until(until);
+        // The application reacts to expiry: continue, defer or cancel (§3.3).
+        let new: Vec<NaiEvent> = net.events[seen_events..].iter().map(|(_, e)| *e).collect();
+        seen_events = net.events.len();
+        for e in new {
+            if let NaiEvent::TimerExpired { id, .. } = e {
+                let now = net.now;
+                let nai = net.sender.nai_mut();
+                let _ = match decisions.random_range(0..3u8) {
+                    0 => nai.resume(now, id),
+                    1 => nai.defer(now, id),
+                    _ => nai.cancel(now, id),
+                };
+            }
+        }
+        while let Some((t, _)) = next.peek() {
+            if Time::from_millis(*t) > net.now {
+                break;
+            }
+            let Some((_, a)) = next.next() else { break };
+            let now = net.now;
+            let pick = |i: usize| (!ids.is_empty()).then(|| ids[i % ids.len()]);
+            let nai = net.sender.nai_mut();
+            match a {
+                Act::Submit {
+                    size,
+                    priority,
+                    timer_ms,
+                    discard,
+                } => {
+                    let opts = SendOptions {
+                        priority: Priority(priority),
+                        timer: timer_ms.map(Duration::from_millis),
+                        on_expiry: if discard {
+                            OnExpiry::Discard
+                        } else {
+                            OnExpiry::Suspend
+                        },
+                    };
+                    match nai.submit(now, Q0, size, opts) {
+                        Ok(id) | Err(crate::nai::NaiError::Rejected { id, .. }) => ids.push(id),
+                        Err(e) => return Err(TestCaseError::fail(format!("{e}"))),
+                    }
+                }
+                Act::Cancel(i) => {
+                    if let Some(id) = pick(i) {
+                        let _ = nai.cancel(now, id);
+                    }
+                }
+                Act::Defer(i) => {
+                    if let Some(id) = pick(i) {
+                        let _ = nai.defer(now, id);
+                    }
+                }
+                Act::Resume(i) => {
+                    if let Some(id) = pick(i) {
+                        let _ = nai.resume(now, id);
+                    }
+                }
+                Act::SetPriority(i, p) => {
+                    if let Some(id) = pick(i) {
+                        let _ = nai.set_priority(now, id, Priority(p));
+                    }
+                }
+            }
+            net.pump();
+        }
+    }
+    // Liveness phase: the application cancels whatever is still live; the network heals.
+    net.loss = loss.min(0.05);
+    let live: Vec<MessageId> = net.sender.nai().live_ids().collect();
+    for id in live {
+        let now = net.now;
+        let _ = net.sender.nai_mut().cancel(now, id);
+    }
+    net.run_until(Time::from_secs(200));
+    let outcomes = net.outcomes();
+    prop_assert_eq!(net.sender.nai().live_messages(), 0, "seed {}", seed);
+    prop_assert_eq!(net.sender.spp().open_messages(), 0, "seed {}", seed);
+    for id in &ids {
+        let o = outcomes.get(id).map(|v| v.len()).unwrap_or(0);
+        prop_assert_eq!(o, 1, "seed {}: {:?} has {} outcomes", seed, id, o);
+    }
+    prop_assert_eq!(outcomes.len(), ids.len());
+    let mut delivered_rx: Vec<MessageId> = net.deliveries.iter().map(|d| d.id).collect();
+    delivered_rx.sort();
+    let n = delivered_rx.len();
+    delivered_rx.dedup();
+    prop_assert_eq!(
+        n,
+        delivered_rx.len(),
+        "seed {}: a message delivered twice",
+        seed
+    );
+    let delivered_tx: Vec<MessageId> = outcomes
+        .iter()
+        .filter(|(_, o)| matches!(o[0], Outcome::Delivered { .. }))
+        .map(|(id, _)| *id)
+        .collect();
+    prop_assert_eq!(delivered_rx, delivered_tx, "seed {}", seed);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn every_message_ends_in_exactly_one_outcome(
+        seed in any::<u64>(),
+        acts in proptest::collection::vec((0u64..38_000, act()), 1..150),
+        loss in 0.0f64..0.2,
+        outages in proptest::collection::vec((0u64..35_000, 0u64..5_000), 0..3),
+        rates in proptest::collection::vec(0u32..200_000, 8),
+    ) {
+        check_exactly_one_outcome(seed, acts, loss, outages, rates)?;
+    }
+}
+
+#[test]
+fn test_same_seed_same_run() {
+    let run = || {
+        let mut net = Net::new(
+            RateSource::Estimated,
+            |t: Time| {
+                if t.as_nanos() % 10_000_000_000 < 5_000_000_000 {
+                    150_000.0
+                } else {
+                    30_000.0
+                }
+            },
+            9,
+        );
+        net.loss = 0.05;
+        for i in 0..50u64 {
+            net.run_until(Time::from_millis(400 * i));
+            let _ = net.submit(
+                1 + (i * 7919) % 30_000,
+                SendOptions {
+                    priority: Priority((i % 3) as u8),
+                    timer: Some(Duration::from_secs(2)),
+                    on_expiry: OnExpiry::Discard,
+                },
+            );
+        }
+        net.run_until(Time::from_secs(60));
+        format!("{:?}{:?}", net.events, net.deliveries)
+    };
+    assert_eq!(run(), run());
+}

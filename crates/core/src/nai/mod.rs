@@ -1,0 +1,133 @@
+//! NAI, the Network-Aware Interface (`papers/000_97f7680fd99dd928.txt` §3), as a sans-IO
+//! message scheduler that any transport can drive: ATP over SPP ([`crate::atp::AtpSender`]),
+//! ATP over one TCP connection ([`crate::atp::tcp`]), and later the NAI-TCP baselines.
+//!
+//! Read in this order: [`message`] (ids, options, outcomes, events), `admission.rs` (the
+//! deliverability test behind admission control and early expiry), [`Scheduler`].
+//!
+//! What the application gets (§3.1–§3.3):
+//! * message-oriented sends with strict priorities (level 0 first), earliest deadline first
+//!   within a level, and an optional callback timer whose clock starts at submission;
+//! * admission control at the current bandwidth estimate; early expiry when the estimate says
+//!   a message can no longer make it; suspension plus an event on expiry, after which the
+//!   application resumes (continues), defers or cancels;
+//! * state queries, abort (cancel), defer and restart (also of partly sent messages), changes
+//!   of priority or deadline;
+//! * bandwidth-range notifications;
+//! * message queues sharing the bandwidth by the highest priority each uses (§3.2);
+//! * exactly one [`Outcome`] per message, delivered as an event.
+//!
+//! The bandwidth the scheduler plans with is set from outside with
+//! [`Scheduler::set_rate`]: ATP feeds its estimator's `available` value, an oracle feeds the true
+//! link rate.
+//!
+//! Synchronous sends are an engine concern: a blocking `send` is `submit` followed by waiting
+//! for that message's [`NaiEvent::Outcome`]; asynchronous sends return after `submit`.
+
+mod admission;
+pub mod message;
+mod notify;
+mod ranges;
+mod scheduler;
+#[cfg(test)]
+mod tests;
+
+pub use message::{
+    Chunk, DeadlineMargin, DiscardNotice, MessageId, MessageState, NaiEvent, NotificationId,
+    OnExpiry, Outcome, Priority, QueueId, RejectReason, SendOptions,
+};
+pub use ranges::RangeSet;
+pub use scheduler::Scheduler;
+
+use thiserror::Error;
+
+/// Most priority levels a scheduler supports.
+pub const MAX_LEVELS: u8 = 8;
+
+/// Scheduler limits and shape.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct NaiConfig {
+    /// Number of strict priority levels, `1..=MAX_LEVELS` (the paper's experiments use 2 or 3).
+    pub levels: u8,
+    /// Most live (not yet final) messages; submissions beyond are rejected with
+    /// [`RejectReason::Capacity`].
+    pub max_messages: usize,
+    /// Most message queues, the default one included.
+    pub max_queues: usize,
+    /// Most concurrent bandwidth-range registrations.
+    pub max_notifications: usize,
+    /// Largest message, in bytes.
+    pub max_message_bytes: u64,
+}
+
+impl Default for NaiConfig {
+    fn default() -> Self {
+        NaiConfig {
+            levels: 3,
+            max_messages: 65_536,
+            max_queues: 1024,
+            max_notifications: 64,
+            max_message_bytes: u64::from(u32::MAX),
+        }
+    }
+}
+
+/// Why an application call failed. No call panics on bad input.
+#[derive(Clone, Copy, Debug, PartialEq, Error)]
+pub enum NaiError {
+    /// The message was refused by admission control; its id still gets an
+    /// [`Outcome::Rejected`] event.
+    #[error("message {id:?} rejected: {reason:?}")]
+    Rejected {
+        /// The id allocated to the rejected message.
+        id: MessageId,
+        /// Why.
+        reason: RejectReason,
+    },
+    /// A change (resume, new priority, new deadline) was refused by admission control; the
+    /// message is left as it was.
+    #[error("change not admissible: {0:?}")]
+    NotAdmissible(RejectReason),
+    /// No live message has this id (never existed, or already final).
+    #[error("unknown message {0:?}")]
+    UnknownMessage(MessageId),
+    /// No such queue.
+    #[error("unknown queue {0:?}")]
+    UnknownQueue(QueueId),
+    /// The priority is not below the configured number of levels.
+    #[error("priority {priority} out of range (levels: {levels})")]
+    BadPriority {
+        /// Requested level.
+        priority: u8,
+        /// Configured levels.
+        levels: u8,
+    },
+    /// Messages must hold at least one byte.
+    #[error("empty message")]
+    EmptyMessage,
+    /// The message exceeds `max_message_bytes`.
+    #[error("message of {bytes} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Requested size.
+        bytes: u64,
+        /// Limit.
+        max: u64,
+    },
+    /// `max_queues` reached.
+    #[error("too many queues")]
+    TooManyQueues,
+    /// `max_notifications` reached.
+    #[error("too many bandwidth notifications")]
+    TooManyNotifications,
+    /// A bandwidth range must satisfy `0 <= low <= high` and contain no NaN.
+    #[error("bad bandwidth range")]
+    BadRange,
+    /// The call does not apply to the message in its current state.
+    #[error("message {id:?} is {state:?}")]
+    InvalidState {
+        /// The message.
+        id: MessageId,
+        /// Its state.
+        state: MessageState,
+    },
+}

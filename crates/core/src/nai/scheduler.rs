@@ -1,0 +1,536 @@
+//! The NAI scheduler: message queues, strict priorities, EDF, admission, timers, outcomes.
+//!
+//! # Calling pattern
+//!
+//! ```text
+//! application calls: submit / cancel / defer / resume / set_priority / set_deadline / …
+//! transport:  set_rate(now, estimate)                      // each estimator update (1 Hz)
+//!             while let Some(c) = next_chunk(now, max, ok) { transmit c }   // as pacing allows
+//!             on_acked / on_lost / resolve_cancel           // as the peer answers
+//!             while let Some(n) = poll_notice() { tell the receiver to discard n }
+//! timers:     handle_timeout(now) when poll_timeout() has passed (callback timers)
+//! events:     drain poll_event() after every call
+//! ```
+//!
+//! Every mutation of a message goes through `detach` (out of the service order and the timer
+//! index), the change, then `attach`, so the indexes always match the messages.
+
+use super::admission::{self, Entry, OrderKey};
+use super::message::*;
+use super::notify::Notifier;
+use super::ranges::RangeSet;
+use super::{MAX_LEVELS, NaiConfig, NaiError};
+use crate::time::Time;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+#[path = "lifecycle.rs"]
+mod lifecycle;
+
+/// One live message.
+#[derive(Debug)]
+struct Message {
+    queue: usize,
+    priority: u8,
+    size: u64,
+    /// Deadline the scheduler plans with and the timer watches (`None`: infinite).
+    deadline: Option<Time>,
+    /// Last deadline assigned, kept after expiry to report the delivery margin.
+    report_deadline: Option<Time>,
+    on_expiry: OnExpiry,
+    state: MessageState,
+    /// The outcome to report once a pending discard is confirmed.
+    discard_as: Outcome,
+    seq: u64,
+    /// First byte never transmitted.
+    next_offset: u64,
+    /// Transmitted bytes reported lost and not acknowledged since: to send again.
+    retx: RangeSet,
+    acked: RangeSet,
+    wire_seq: Option<u64>,
+    /// Where `attach` put it, for `detach`.
+    in_order: Option<OrderKey>,
+    timer: Option<Time>,
+}
+
+impl Message {
+    fn unsent(&self) -> u64 {
+        self.size - self.next_offset + self.retx.len()
+    }
+
+    fn key(&self) -> OrderKey {
+        (self.priority, self.deadline.unwrap_or(Time::MAX), self.seq)
+    }
+}
+
+/// One message queue (§3.2).
+#[derive(Debug, Default)]
+struct Queue {
+    /// Scheduled messages with bytes to send, in service order.
+    order: BTreeMap<OrderKey, Entry>,
+    level_unsent: [u64; MAX_LEVELS as usize],
+    level_count: [u32; MAX_LEVELS as usize],
+    /// Stride-scheduling pass: bytes served divided by weight.
+    pass: f64,
+}
+
+impl Queue {
+    fn top_level(&self) -> Option<u8> {
+        self.level_count
+            .iter()
+            .position(|&n| n > 0)
+            .map(|l| l as u8)
+    }
+}
+
+/// The NAI scheduler. See the module docs for the calling pattern.
+#[derive(Debug)]
+pub struct Scheduler {
+    config: NaiConfig,
+    rate_bytes_per_s: f64,
+    rate_known: bool,
+    messages: BTreeMap<MessageId, Message>,
+    queues: Vec<Queue>,
+    /// Sum of the weights of queues that have bytes to send.
+    weight_sum: u64,
+    timers: BTreeSet<(Time, MessageId)>,
+    next_id: u64,
+    next_seq: u64,
+    next_wire_seq: u64,
+    vtime: f64,
+    events: VecDeque<NaiEvent>,
+    notices: VecDeque<DiscardNotice>,
+    notifier: Notifier,
+}
+
+impl Scheduler {
+    /// A scheduler with the default queue ([`QueueId`] 0) and a zero bandwidth estimate.
+    pub fn new(mut config: NaiConfig) -> Scheduler {
+        config.levels = config.levels.clamp(1, MAX_LEVELS);
+        config.max_queues = config.max_queues.max(1);
+        let notifier = Notifier::new(config.max_notifications);
+        Scheduler {
+            config,
+            rate_bytes_per_s: 0.0,
+            rate_known: false,
+            messages: BTreeMap::new(),
+            queues: vec![Queue::default()],
+            weight_sum: 0,
+            timers: BTreeSet::new(),
+            next_id: 0,
+            next_seq: 0,
+            next_wire_seq: 0,
+            vtime: 0.0,
+            events: VecDeque::new(),
+            notices: VecDeque::new(),
+            notifier,
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &NaiConfig {
+        &self.config
+    }
+
+    /// Creates another message queue (§3.2).
+    pub fn create_queue(&mut self) -> Result<QueueId, NaiError> {
+        if self.queues.len() >= self.config.max_queues {
+            return Err(NaiError::TooManyQueues);
+        }
+        self.queues.push(Queue {
+            pass: self.vtime,
+            ..Queue::default()
+        });
+        Ok(QueueId((self.queues.len() - 1) as u32))
+    }
+
+    /// Number of queues.
+    pub fn queue_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    // ----- application calls -----
+
+    /// Submits a message of `size_bytes` to `queue`. On admission failure the id is still
+    /// allocated, an [`Outcome::Rejected`] event is queued, and `Err(Rejected)` is returned.
+    pub fn submit(
+        &mut self,
+        now: Time,
+        queue: QueueId,
+        size_bytes: u64,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        let q = self.queue_index(queue)?;
+        self.check_priority(opts.priority)?;
+        if size_bytes == 0 {
+            return Err(NaiError::EmptyMessage);
+        }
+        if size_bytes > self.config.max_message_bytes {
+            return Err(NaiError::TooLarge {
+                bytes: size_bytes,
+                max: self.config.max_message_bytes,
+            });
+        }
+        let id = MessageId(self.next_id);
+        self.next_id += 1;
+        let deadline = opts
+            .timer
+            .map(|t| now.saturating_add(t))
+            .filter(|d| *d != Time::MAX);
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let key = (opts.priority.0, deadline.unwrap_or(Time::MAX), seq);
+        let verdict = if self.messages.len() >= self.config.max_messages {
+            Err(RejectReason::Capacity)
+        } else {
+            self.admissible(now, q, key, size_bytes)
+        };
+        if let Err(reason) = verdict {
+            self.events.push_back(NaiEvent::Outcome {
+                id,
+                outcome: Outcome::Rejected(reason),
+            });
+            return Err(NaiError::Rejected { id, reason });
+        }
+        self.messages.insert(
+            id,
+            Message {
+                queue: q,
+                priority: opts.priority.0,
+                size: size_bytes,
+                deadline,
+                report_deadline: deadline,
+                on_expiry: opts.on_expiry,
+                state: MessageState::Scheduled,
+                discard_as: Outcome::Cancelled,
+                seq,
+                next_offset: 0,
+                retx: RangeSet::new(),
+                acked: RangeSet::new(),
+                wire_seq: None,
+                in_order: None,
+                timer: None,
+            },
+        );
+        self.attach(id);
+        Ok(id)
+    }
+
+    /// Aborts a message. Its outcome is [`Outcome::Cancelled`] — or [`Outcome::Expired`] if it
+    /// was suspended by its timer — reported at once when some byte was never sent, otherwise
+    /// once the receiver confirms it had not delivered it (if it had, the outcome is
+    /// `Delivered`).
+    pub fn cancel(&mut self, now: Time, id: MessageId) -> Result<(), NaiError> {
+        let m = self.get(id)?;
+        let kind = match m.state {
+            MessageState::Cancelling => {
+                return Err(NaiError::InvalidState { id, state: m.state });
+            }
+            MessageState::Expired { early } => Outcome::Expired { early },
+            MessageState::Scheduled | MessageState::Deferred => Outcome::Cancelled,
+        };
+        self.discard(now, id, kind);
+        Ok(())
+    }
+
+    /// Suspends a scheduled (or timer-suspended) message; its callback timer keeps running.
+    /// Acknowledged bytes stay acknowledged; a later [`resume`](Self::resume) sends only the rest.
+    pub fn defer(&mut self, _now: Time, id: MessageId) -> Result<(), NaiError> {
+        let state = self.get(id)?.state;
+        match state {
+            MessageState::Scheduled | MessageState::Expired { .. } => {
+                self.detach(id);
+                if let Some(m) = self.messages.get_mut(&id) {
+                    m.state = MessageState::Deferred;
+                }
+                self.attach(id);
+                Ok(())
+            }
+            _ => Err(NaiError::InvalidState { id, state }),
+        }
+    }
+
+    /// Restarts a deferred message, or continues one suspended by its timer (which then has no
+    /// deadline). Subject to admission control; on refusal the message stays suspended.
+    pub fn resume(&mut self, now: Time, id: MessageId) -> Result<(), NaiError> {
+        let state = self.get(id)?.state;
+        let clear_deadline = match state {
+            MessageState::Deferred => false,
+            MessageState::Expired { .. } => true,
+            _ => return Err(NaiError::InvalidState { id, state }),
+        };
+        self.change(now, id, |m| {
+            if clear_deadline {
+                m.deadline = None;
+            }
+            m.state = MessageState::Scheduled;
+        })
+    }
+
+    /// Moves a live message to another priority level (admission-checked if scheduled).
+    pub fn set_priority(
+        &mut self,
+        now: Time,
+        id: MessageId,
+        priority: Priority,
+    ) -> Result<(), NaiError> {
+        self.check_priority(priority)?;
+        self.change(now, id, |m| m.priority = priority.0)
+    }
+
+    /// Gives a live message a new absolute deadline, or none (admission-checked if scheduled).
+    pub fn set_deadline(
+        &mut self,
+        now: Time,
+        id: MessageId,
+        deadline: Option<Time>,
+    ) -> Result<(), NaiError> {
+        let deadline = deadline.filter(|d| *d != Time::MAX);
+        self.change(now, id, |m| {
+            m.deadline = deadline;
+            if deadline.is_some() {
+                m.report_deadline = deadline;
+            }
+        })
+    }
+
+    /// The state of a live message.
+    pub fn state(&self, id: MessageId) -> Result<MessageState, NaiError> {
+        Ok(self.get(id)?.state)
+    }
+
+    /// Bytes of a live message not yet acknowledged by the receiver.
+    pub fn bytes_remaining(&self, id: MessageId) -> Result<u64, NaiError> {
+        let m = self.get(id)?;
+        Ok(m.size - m.acked.len())
+    }
+
+    /// Registers a bandwidth range; a [`NaiEvent::Bandwidth`] fires once when the estimate
+    /// leaves it (at once, if it is already outside and an estimate exists).
+    pub fn register_bandwidth_range(
+        &mut self,
+        low_bytes_per_s: f64,
+        high_bytes_per_s: f64,
+    ) -> Result<NotificationId, NaiError> {
+        if low_bytes_per_s.is_nan()
+            || high_bytes_per_s.is_nan()
+            || low_bytes_per_s < 0.0
+            || low_bytes_per_s > high_bytes_per_s
+        {
+            return Err(NaiError::BadRange);
+        }
+        let id = self
+            .notifier
+            .register(low_bytes_per_s, high_bytes_per_s)
+            .ok_or(NaiError::TooManyNotifications)?;
+        if self.rate_known {
+            self.fire_notifications();
+        }
+        Ok(id)
+    }
+
+    /// Withdraws a registration; `false` if it had already fired or never existed.
+    pub fn unregister_bandwidth_range(&mut self, id: NotificationId) -> bool {
+        self.notifier.unregister(id)
+    }
+
+    // ----- bandwidth source -----
+
+    /// Sets the bandwidth the scheduler plans with (ATP: the estimator's `available`; an oracle:
+    /// the true rate). Fires bandwidth notifications and expires early every scheduled message
+    /// that can no longer make its deadline (§3.3).
+    pub fn set_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
+        self.rate_bytes_per_s = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
+            rate_bytes_per_s
+        } else if rate_bytes_per_s == f64::INFINITY {
+            f64::MAX
+        } else {
+            0.0
+        };
+        self.rate_known = true;
+        self.fire_notifications();
+        for q in 0..self.queues.len() {
+            let rate = self.queue_rate(q, None);
+            for id in admission::undeliverable(&self.queues[q].order, rate, now) {
+                self.expire(now, id, true);
+            }
+        }
+    }
+
+    /// The bandwidth the scheduler plans with.
+    pub fn rate_bytes_per_s(&self) -> f64 {
+        self.rate_bytes_per_s
+    }
+
+    // ----- transport calls -----
+
+    /// Whether any scheduled message has bytes to send.
+    pub fn has_sendable(&self) -> bool {
+        self.weight_sum > 0
+    }
+
+    /// Unsent bytes of all scheduled messages.
+    pub fn sendable_bytes(&self) -> u64 {
+        self.queues.iter().flat_map(|q| q.level_unsent.iter()).sum()
+    }
+
+    /// The next piece to transmit, at most `max_len` bytes: the queue furthest behind its
+    /// share (stride scheduling), then the first message of that queue in service order;
+    /// retransmissions of a message before its new bytes. With `can_start_new` false, only
+    /// messages the transport already knows (that have a `wire_seq`) are considered.
+    pub fn next_chunk(&mut self, max_len: u32, can_start_new: bool) -> Option<Chunk> {
+        if max_len == 0 {
+            return None;
+        }
+        let mut best: Option<(f64, usize, MessageId)> = None;
+        for (qi, q) in self.queues.iter().enumerate() {
+            if q.order.is_empty() || best.is_some_and(|(p, _, _)| p <= q.pass) {
+                continue;
+            }
+            let head = if can_start_new {
+                q.order.values().next().map(|e| e.id)
+            } else {
+                q.order
+                    .values()
+                    .map(|e| e.id)
+                    .find(|id| self.messages.get(id).is_some_and(|m| m.wire_seq.is_some()))
+            };
+            if let Some(id) = head {
+                best = Some((q.pass, qi, id));
+            }
+        }
+        let (pass, qi, id) = best?;
+        self.vtime = pass;
+        let weight = self.queue_weight(qi);
+        self.detach(id);
+        let next_wire = self.next_wire_seq;
+        let m = self.messages.get_mut(&id)?;
+        let (offset, end, retransmission) = match m.retx.first() {
+            Some((s, e)) => (s, e.min(s + u64::from(max_len)), true),
+            None => (
+                m.next_offset,
+                m.size.min(m.next_offset + u64::from(max_len)),
+                false,
+            ),
+        };
+        if retransmission {
+            m.retx.remove(offset, end);
+        } else {
+            m.next_offset = end;
+        }
+        let wire_seq = *m.wire_seq.get_or_insert(next_wire);
+        if wire_seq == next_wire {
+            self.next_wire_seq += 1;
+        }
+        let chunk = Chunk {
+            id,
+            wire_seq,
+            offset,
+            len: (end - offset) as u32,
+            msg_len: m.size,
+            priority: Priority(m.priority),
+            retransmission,
+        };
+        self.attach(id);
+        self.queues[qi].pass += (end - offset) as f64 / weight.max(1) as f64;
+        Some(chunk)
+    }
+
+    /// The receiver acknowledged `[offset, offset + len)` of `id`. Returns whether this
+    /// completed the message (its `Delivered` outcome is then queued). Unknown ids are ignored:
+    /// late acknowledgements of discarded messages are normal.
+    pub fn on_acked(&mut self, now: Time, id: MessageId, offset: u64, len: u64) -> bool {
+        let Some(m) = self.messages.get(&id) else {
+            return false;
+        };
+        let end = offset.saturating_add(len).min(m.size);
+        self.detach(id);
+        let Some(m) = self.messages.get_mut(&id) else {
+            return false;
+        };
+        m.acked.insert(offset, end);
+        m.retx.remove(offset, end);
+        if m.acked.covers(0, m.size) {
+            let margin = m.report_deadline.map(|d| DeadlineMargin::of(now, d));
+            self.finish(id, Outcome::Delivered { at: now, margin });
+            return true;
+        }
+        self.attach(id);
+        false
+    }
+
+    /// `[offset, offset + len)` of `id` was lost in transit: it will be sent again (unless the
+    /// message is being discarded, or those bytes were acknowledged meanwhile).
+    pub fn on_lost(&mut self, id: MessageId, offset: u64, len: u64) {
+        let Some(m) = self.messages.get(&id) else {
+            return;
+        };
+        if m.state == MessageState::Cancelling {
+            return;
+        }
+        let end = offset.saturating_add(len).min(m.size).min(m.next_offset);
+        self.detach(id);
+        if let Some(m) = self.messages.get_mut(&id) {
+            for (s, e) in m.acked.gaps(offset, end) {
+                m.retx.insert(s, e);
+            }
+        }
+        self.attach(id);
+    }
+
+    /// Answer to a [`DiscardNotice`] with `confirm`: whether the receiver had already
+    /// delivered the message. Unknown ids are ignored.
+    pub fn resolve_cancel(&mut self, now: Time, id: MessageId, delivered: bool) {
+        let Some(m) = self.messages.get(&id) else {
+            return;
+        };
+        if m.state != MessageState::Cancelling {
+            return;
+        }
+        let outcome = if delivered {
+            Outcome::Delivered {
+                at: now,
+                margin: m.report_deadline.map(|d| DeadlineMargin::of(now, d)),
+            }
+        } else {
+            m.discard_as
+        };
+        self.finish(id, outcome);
+    }
+
+    /// The next discard the transport must announce to the receiver.
+    pub fn poll_notice(&mut self) -> Option<DiscardNotice> {
+        self.notices.pop_front()
+    }
+
+    // ----- timers and events -----
+
+    /// The earliest armed callback timer.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        self.timers.first().map(|(t, _)| *t)
+    }
+
+    /// Fires the callback timers due by `now`.
+    pub fn handle_timeout(&mut self, now: Time) {
+        while let Some(&(t, id)) = self.timers.first() {
+            if t > now {
+                break;
+            }
+            self.expire(now, id, false);
+        }
+    }
+
+    /// The next application event.
+    pub fn poll_event(&mut self) -> Option<NaiEvent> {
+        self.events.pop_front()
+    }
+
+    /// Number of live (not yet final) messages.
+    pub fn live_messages(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Ids of the live messages, in id order.
+    pub fn live_ids(&self) -> impl Iterator<Item = MessageId> + '_ {
+        self.messages.keys().copied()
+    }
+}

@@ -1,0 +1,66 @@
+//! SPP, the Sequenced Packet Protocol (`papers/000_97f7680fd99dd928.txt` §4.1): a reliable
+//! datagram protocol over UDP that "performs its own buffering, retransmissions and duplicate
+//! suppression at user level" and needs no padding to mark message boundaries.
+//!
+//! Read in this order: [`wire`] (the header), [`SppSender`] (packet numbers, selective
+//! acknowledgement, loss detection, retransmission timer, cancel notices), [`SppReceiver`]
+//! (duplicate suppression, reassembly, delivery, verdicts, packet-pair measurement).
+//!
+//! The sender transmits pieces chosen by the NAI [`Scheduler`](crate::nai::Scheduler); it has
+//! no congestion window of its own: ATP paces it at the bandwidth estimate (§4.2).
+//!
+//! # Message numbering and forgetting
+//! A message gets a `wire_seq` at its first transmission. It stays *open* at the sender until
+//! it is acknowledged in full or the receiver answered its cancel notice; every DATA and CANCEL
+//! carries the lowest open number (`msg_floor`), below which the receiver forgets. The sender
+//! starts a new message only while fewer than [`SppConfig::max_open_messages`] are open and the
+//! newest is within [`SppConfig::message_window`] of the floor, which bounds the receiver's
+//! memory.
+
+mod receiver;
+mod sender;
+pub mod wire;
+
+pub use receiver::{Delivery, SppEvent, SppReceiver};
+pub use sender::{SppSender, SppStats};
+pub use wire::{SppDatagram, SppRepr};
+
+use crate::rtt::RtoConfig;
+
+/// SPP limits.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct SppConfig {
+    /// Largest UDP payload sent (header included); 1472 fits a 1500-byte IP MTU.
+    pub max_datagram_bytes: u16,
+    /// Retransmission timer bounds (RFC 6298, shared estimator).
+    pub rto: RtoConfig,
+    /// Packets acknowledged after a later one that make it count as lost (like RFC 5681's
+    /// three duplicate ACKs).
+    pub packet_threshold: u64,
+    /// Most unacknowledged packets in flight.
+    pub max_in_flight_packets: usize,
+    /// Most messages open at once (started and not final at the receiver).
+    pub max_open_messages: usize,
+    /// Span of message numbers the receiver tracks above the floor.
+    pub message_window: u64,
+    /// Most byte ranges a receiver keeps per partial message (further pieces are dropped
+    /// unacknowledged and retransmitted later).
+    pub max_ranges_per_message: usize,
+}
+
+impl Default for SppConfig {
+    fn default() -> Self {
+        SppConfig {
+            max_datagram_bytes: 1472,
+            rto: RtoConfig {
+                min: std::time::Duration::from_millis(200),
+                ..RtoConfig::default()
+            },
+            packet_threshold: 3,
+            max_in_flight_packets: 4096,
+            max_open_messages: 4096,
+            message_window: 65_536,
+            max_ranges_per_message: 256,
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The receiving side of SPP: acknowledges packet numbers selectively, suppresses duplicates,
+//! reassembles each message from its pieces, delivers it exactly once, discards cancelled
+//! messages (answering each CANCEL with a verdict), and measures packet pairs (§4.2).
+
+use super::SppConfig;
+use super::wire::{
+    AckFrame, MAX_ACK_RANGES, MAX_VERDICTS, ProbeReport, SppDatagram, SppRepr, Verdict,
+};
+use crate::nai::{MessageId, Priority, RangeSet};
+use crate::time::Time;
+use std::collections::{BTreeMap, VecDeque};
+
+/// A message handed to the receiving application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The sender's message id.
+    pub id: MessageId,
+    /// Message size in bytes.
+    pub size_bytes: u64,
+    /// Its priority level.
+    pub priority: Priority,
+    /// When the last piece arrived.
+    pub at: Time,
+}
+
+/// Something the receiving application should know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SppEvent {
+    /// A complete message, reported once.
+    Delivered(Delivery),
+    /// A partly received message was cancelled by the sender; its data is dropped.
+    Discarded {
+        /// The sender's message id.
+        id: MessageId,
+    },
+}
+
+#[derive(Debug)]
+enum RxState {
+    Partial {
+        id: MessageId,
+        len: u64,
+        priority: u8,
+        got: RangeSet,
+    },
+    Delivered,
+    Discarded,
+}
+
+/// Most verdicts and probe reports waiting to be sent; beyond, the packet that asked for one
+/// is dropped unacknowledged, so the sender asks again.
+const MAX_PENDING_VERDICTS: usize = 256;
+const MAX_PENDING_REPORTS: usize = 4;
+
+/// SPP receiver state. Call pattern: `handle_datagram` for each arrival, then drain
+/// `poll_transmit` (acknowledgements go out at once) and `poll_event`.
+#[derive(Debug)]
+pub struct SppReceiver {
+    config: SppConfig,
+    received: RangeSet,
+    ack_due: bool,
+    msgs: BTreeMap<u64, RxState>,
+    floor: u64,
+    verdicts: VecDeque<Verdict>,
+    probe: Option<(u32, Time)>,
+    reports: VecDeque<ProbeReport>,
+    events: VecDeque<SppEvent>,
+    delivered: u64,
+}
+
+impl SppReceiver {
+    /// A receiver that has seen nothing.
+    pub fn new(config: SppConfig) -> SppReceiver {
+        SppReceiver {
+            config,
+            received: RangeSet::new(),
+            ack_due: false,
+            msgs: BTreeMap::new(),
+            floor: 0,
+            verdicts: VecDeque::new(),
+            probe: None,
+            reports: VecDeque::new(),
+            events: VecDeque::new(),
+            delivered: 0,
+        }
+    }
+
+    /// Handles one arriving datagram (`payload_len` bytes after the header).
+    pub fn handle_datagram(&mut self, now: Time, repr: &SppRepr, payload_len: u32) {
+        match repr {
+            SppRepr::Data(h) => {
+                if u32::from(h.len) != payload_len {
+                    return;
+                }
+                self.advance_floor(h.msg_floor);
+                if self.on_data(now, h) {
+                    self.ack(h.pn);
+                }
+            }
+            SppRepr::Cancel(h) => {
+                self.advance_floor(h.msg_floor);
+                if self.verdicts.len() >= MAX_PENDING_VERDICTS {
+                    return;
+                }
+                let delivered = self.on_cancel(h.wire_seq);
+                self.verdicts.push_back(Verdict {
+                    wire_seq: h.wire_seq,
+                    delivered,
+                });
+                self.ack(h.pn);
+            }
+            SppRepr::Probe(p) => {
+                let size = repr.buffer_len() as u64 + u64::from(payload_len);
+                match (p.index, self.probe) {
+                    (0, _) => self.probe = Some((p.probe_id, now)),
+                    (1, Some((id, first))) if id == p.probe_id => {
+                        self.probe = None;
+                        if self.reports.len() < MAX_PENDING_REPORTS {
+                            self.reports.push_back(ProbeReport {
+                                probe_id: id,
+                                gap_ns: crate::time::duration_nanos(now - first),
+                                bytes: size.min(u64::from(u32::MAX)) as u32,
+                            });
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            SppRepr::Ack(_) | SppRepr::Report(_) => {}
+        }
+    }
+
+    /// Returns whether the packet is to be acknowledged.
+    fn on_data(&mut self, now: Time, h: &super::wire::DataHeader) -> bool {
+        if h.wire_seq < self.floor {
+            return true; // finished long ago: a duplicate
+        }
+        if h.wire_seq - self.floor >= self.config.message_window {
+            return false; // outside the window the sender promised
+        }
+        let state = self.msgs.entry(h.wire_seq).or_insert(RxState::Partial {
+            id: MessageId(h.msg_id),
+            len: u64::from(h.msg_len),
+            priority: h.priority,
+            got: RangeSet::new(),
+        });
+        let RxState::Partial {
+            id,
+            len,
+            priority,
+            got,
+        } = state
+        else {
+            return true; // delivered or discarded: duplicate suppression
+        };
+        if *len != u64::from(h.msg_len) || id.0 != h.msg_id {
+            return false; // inconsistent with earlier pieces: ignore
+        }
+        let start = u64::from(h.offset);
+        let end = start + u64::from(h.len);
+        if got.range_count() >= self.config.max_ranges_per_message {
+            let mut trial = got.clone();
+            trial.insert(start, end);
+            if trial.range_count() > self.config.max_ranges_per_message {
+                return false; // too fragmented: drop unacknowledged, it will come again
+            }
+            *got = trial;
+        } else {
+            got.insert(start, end);
+        }
+        if got.covers(0, *len) {
+            let d = Delivery {
+                id: *id,
+                size_bytes: *len,
+                priority: Priority(*priority),
+                at: now,
+            };
+            *state = RxState::Delivered;
+            self.delivered += 1;
+            self.events.push_back(SppEvent::Delivered(d));
+        }
+        true
+    }
+
+    /// Discards a message; returns whether it had already been delivered.
+    fn on_cancel(&mut self, wire_seq: u64) -> bool {
+        if wire_seq < self.floor {
+            return false; // the sender has closed it; it ignores this verdict
+        }
+        match self.msgs.get(&wire_seq) {
+            Some(RxState::Delivered) => true,
+            Some(RxState::Discarded) => false,
+            Some(RxState::Partial { id, .. }) => {
+                self.events.push_back(SppEvent::Discarded { id: *id });
+                self.msgs.insert(wire_seq, RxState::Discarded);
+                false
+            }
+            None => {
+                if wire_seq - self.floor < self.config.message_window {
+                    self.msgs.insert(wire_seq, RxState::Discarded);
+                }
+                false
+            }
+        }
+    }
+
+    fn advance_floor(&mut self, floor: u64) {
+        if floor > self.floor {
+            self.floor = floor;
+            self.msgs = self.msgs.split_off(&floor);
+        }
+    }
+
+    fn ack(&mut self, pn: u64) {
+        self.received.insert(pn, pn.saturating_add(1));
+        while self.received.range_count() > MAX_ACK_RANGES {
+            self.received.pop_first();
+        }
+        self.ack_due = true;
+    }
+
+    /// The next datagram to send back: an ACK (with pending verdicts), then probe reports.
+    pub fn poll_transmit(&mut self, _now: Time) -> Option<SppDatagram> {
+        if self.ack_due || !self.verdicts.is_empty() {
+            self.ack_due = false;
+            let ranges = self.received.iter_rev().take(MAX_ACK_RANGES).collect();
+            let n = self.verdicts.len().min(MAX_VERDICTS);
+            let verdicts = self.verdicts.drain(..n).collect();
+            return Some(SppDatagram {
+                repr: SppRepr::Ack(AckFrame { ranges, verdicts }),
+                payload_len: 0,
+            });
+        }
+        self.reports.pop_front().map(|r| SppDatagram {
+            repr: SppRepr::Report(r),
+            payload_len: 0,
+        })
+    }
+
+    /// The receiver has no timers (it acknowledges at once).
+    pub fn poll_timeout(&self) -> Option<Time> {
+        None
+    }
+
+    /// The next event for the receiving application.
+    pub fn poll_event(&mut self) -> Option<SppEvent> {
+        self.events.pop_front()
+    }
+
+    /// Messages delivered so far.
+    pub fn delivered_count(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Messages the receiver is tracking (partial, or finished above the floor).
+    pub fn tracked_messages(&self) -> usize {
+        self.msgs.len()
+    }
+}

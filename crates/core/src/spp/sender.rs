@@ -1,0 +1,335 @@
+//! The sending side of SPP: packet numbers, in-flight records, selective acknowledgement,
+//! loss detection (packet threshold and retransmission timer), and cancel notices.
+//!
+//! The sender does not own messages; the NAI [`Scheduler`] does. Acknowledgements and losses
+//! are reported to it (`on_acked`, `on_lost`), and verdicts resolve its pending cancels.
+
+use super::SppConfig;
+use super::wire::{AckFrame, CancelHeader, DataHeader};
+use crate::nai::{Chunk, DiscardNotice, MessageId, Scheduler};
+use crate::rtt::RttEstimator;
+use crate::time::Time;
+use std::collections::BTreeMap;
+
+/// What a packet carried.
+#[derive(Clone, Copy, Debug)]
+enum Carried {
+    Data {
+        id: MessageId,
+        wire_seq: u64,
+        offset: u64,
+        len: u64,
+    },
+    Cancel {
+        wire_seq: u64,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Sent {
+    at: Time,
+    carried: Carried,
+}
+
+/// A cancel notice and where it stands.
+#[derive(Clone, Copy, Debug)]
+struct Notice {
+    confirm: bool,
+    /// The packet carrying it, while in flight; `None`: due for (re)transmission.
+    in_flight: Option<u64>,
+}
+
+/// A message the receiver may still hold state for.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    id: MessageId,
+    notice: Option<Notice>,
+}
+
+/// Counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SppStats {
+    /// DATA packets sent (including retransmissions).
+    pub data_packets: u64,
+    /// DATA payload bytes sent (including retransmissions).
+    pub data_bytes: u64,
+    /// DATA payload bytes that were retransmissions.
+    pub retransmitted_bytes: u64,
+    /// CANCEL packets sent.
+    pub cancel_packets: u64,
+    /// Packets declared lost.
+    pub lost_packets: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+}
+
+/// SPP sender state.
+#[derive(Debug)]
+pub struct SppSender {
+    config: SppConfig,
+    next_pn: u64,
+    in_flight: BTreeMap<u64, Sent>,
+    largest_acked: Option<u64>,
+    rtt: RttEstimator,
+    backoffs: u32,
+    open: BTreeMap<u64, Open>,
+    /// One past the highest message number seen.
+    next_unopened: u64,
+    stats: SppStats,
+}
+
+impl SppSender {
+    /// A sender with nothing in flight.
+    pub fn new(config: SppConfig) -> SppSender {
+        let rtt = RttEstimator::new(config.rto);
+        SppSender {
+            config,
+            next_pn: 0,
+            in_flight: BTreeMap::new(),
+            largest_acked: None,
+            rtt,
+            backoffs: 0,
+            open: BTreeMap::new(),
+            next_unopened: 0,
+            stats: SppStats::default(),
+        }
+    }
+
+    /// Lowest open message number (what DATA and CANCEL carry as `msg_floor`).
+    pub fn msg_floor(&self) -> u64 {
+        self.open
+            .first_key_value()
+            .map_or(self.next_unopened, |(k, _)| *k)
+    }
+
+    /// Whether a message never transmitted may be started now.
+    pub fn can_start_new(&self) -> bool {
+        self.open.len() < self.config.max_open_messages
+            && self.next_unopened - self.msg_floor() < self.config.message_window
+    }
+
+    /// Whether another DATA packet may be put in flight.
+    pub fn can_send_data(&self) -> bool {
+        self.in_flight.len() < self.config.max_in_flight_packets
+    }
+
+    /// Most payload bytes per DATA packet.
+    pub fn max_payload(&self) -> u32 {
+        let header = super::wire::SppRepr::Data(DataHeader {
+            pn: 0,
+            msg_floor: 0,
+            wire_seq: 0,
+            msg_id: 0,
+            msg_len: 1,
+            offset: 0,
+            len: 1,
+            priority: 0,
+        })
+        .buffer_len();
+        u32::from(self.config.max_datagram_bytes)
+            .saturating_sub(header as u32)
+            .clamp(1, u32::from(u16::MAX))
+    }
+
+    /// Records the transmission of `chunk` and returns its header.
+    pub fn on_data_sent(&mut self, now: Time, chunk: &Chunk) -> DataHeader {
+        if chunk.wire_seq >= self.next_unopened {
+            self.next_unopened = chunk.wire_seq + 1;
+        }
+        self.open.entry(chunk.wire_seq).or_insert(Open {
+            id: chunk.id,
+            notice: None,
+        });
+        let pn = self.take_pn(
+            now,
+            Carried::Data {
+                id: chunk.id,
+                wire_seq: chunk.wire_seq,
+                offset: chunk.offset,
+                len: u64::from(chunk.len),
+            },
+        );
+        self.stats.data_packets += 1;
+        self.stats.data_bytes += u64::from(chunk.len);
+        if chunk.retransmission {
+            self.stats.retransmitted_bytes += u64::from(chunk.len);
+        }
+        DataHeader {
+            pn,
+            msg_floor: self.msg_floor(),
+            wire_seq: chunk.wire_seq,
+            msg_id: chunk.id.0,
+            msg_len: chunk.msg_len.min(u64::from(u32::MAX)) as u32,
+            offset: chunk.offset.min(u64::from(u32::MAX)) as u32,
+            len: chunk.len.min(u32::from(u16::MAX)) as u16,
+            priority: chunk.priority.0,
+        }
+    }
+
+    /// Takes a discard notice from the scheduler: a CANCEL becomes due.
+    pub fn on_notice(&mut self, n: DiscardNotice) {
+        if n.wire_seq >= self.next_unopened {
+            self.next_unopened = n.wire_seq + 1;
+        }
+        let open = self.open.entry(n.wire_seq).or_insert(Open {
+            id: n.id,
+            notice: None,
+        });
+        open.notice = Some(Notice {
+            confirm: n.confirm,
+            in_flight: None,
+        });
+    }
+
+    /// The next CANCEL due, if any (not paced: notices are small and urgent).
+    pub fn poll_cancel(&mut self, now: Time) -> Option<CancelHeader> {
+        let (&wire_seq, open) = self
+            .open
+            .iter()
+            .find(|(_, o)| o.notice.is_some_and(|n| n.in_flight.is_none()))?;
+        let msg_id = open.id.0;
+        let pn = self.take_pn(now, Carried::Cancel { wire_seq });
+        if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut()) {
+            n.in_flight = Some(pn);
+        }
+        self.stats.cancel_packets += 1;
+        Some(CancelHeader {
+            pn,
+            msg_floor: self.msg_floor(),
+            wire_seq,
+            msg_id,
+        })
+    }
+
+    fn take_pn(&mut self, now: Time, carried: Carried) -> u64 {
+        let pn = self.next_pn;
+        self.next_pn += 1;
+        self.in_flight.insert(pn, Sent { at: now, carried });
+        pn
+    }
+
+    /// Processes an acknowledgement: verdicts first, then acknowledged packets, then losses
+    /// by the packet threshold.
+    pub fn handle_ack(&mut self, now: Time, ack: &AckFrame, nai: &mut Scheduler) {
+        for v in &ack.verdicts {
+            if let Some(open) = self.open.get(&v.wire_seq)
+                && let Some(n) = open.notice
+            {
+                if n.confirm {
+                    nai.resolve_cancel(now, open.id, v.delivered);
+                }
+                self.open.remove(&v.wire_seq);
+            }
+        }
+        let mut newly: Vec<(u64, Sent)> = Vec::new();
+        for &(s, e) in &ack.ranges {
+            let pns: Vec<u64> = self.in_flight.range(s..e).map(|(pn, _)| *pn).collect();
+            for pn in pns {
+                if let Some(sent) = self.in_flight.remove(&pn) {
+                    newly.push((pn, sent));
+                }
+            }
+        }
+        if newly.is_empty() {
+            return;
+        }
+        self.backoffs = 0;
+        if let Some(&(pn, sent)) = newly.iter().max_by_key(|(pn, _)| *pn)
+            && self.largest_acked.is_none_or(|l| pn > l)
+        {
+            self.largest_acked = Some(pn);
+            self.rtt.on_sample(now - sent.at);
+        }
+        for (_, sent) in newly {
+            match sent.carried {
+                Carried::Data {
+                    id,
+                    wire_seq,
+                    offset,
+                    len,
+                } => {
+                    if nai.on_acked(now, id, offset, len) {
+                        // Acknowledged in full: the receiver delivered it and may forget it.
+                        self.open.remove(&wire_seq);
+                    }
+                }
+                Carried::Cancel { wire_seq } => {
+                    // Acknowledged without its verdict (verdicts overflowed): ask again.
+                    if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut()) {
+                        n.in_flight = None;
+                    }
+                }
+            }
+        }
+        if let Some(largest) = self.largest_acked {
+            let limit = largest.saturating_sub(self.config.packet_threshold);
+            let lost: Vec<u64> = self.in_flight.range(..limit).map(|(pn, _)| *pn).collect();
+            self.declare_lost(&lost, nai);
+        }
+    }
+
+    fn declare_lost(&mut self, pns: &[u64], nai: &mut Scheduler) {
+        for pn in pns {
+            let Some(sent) = self.in_flight.remove(pn) else {
+                continue;
+            };
+            self.stats.lost_packets += 1;
+            match sent.carried {
+                Carried::Data {
+                    id, offset, len, ..
+                } => nai.on_lost(id, offset, len),
+                Carried::Cancel { wire_seq } => {
+                    if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut())
+                        && n.in_flight == Some(*pn)
+                    {
+                        n.in_flight = None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The retransmission timer: the oldest packet in flight plus the backed-off RTO.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let (_, oldest) = self.in_flight.first_key_value()?;
+        Some(oldest.at + self.rtt.backed_off_rto(self.backoffs))
+    }
+
+    /// On expiry of the retransmission timer, every packet older than the RTO is lost
+    /// (RFC 6298 §5.5 backoff applies to the next timer).
+    pub fn handle_timeout(&mut self, now: Time, nai: &mut Scheduler) {
+        if self.poll_timeout().is_none_or(|t| t > now) {
+            return;
+        }
+        let rto = self.rtt.backed_off_rto(self.backoffs);
+        let lost: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, s)| s.at + rto <= now)
+            .map(|(pn, _)| *pn)
+            .collect();
+        self.stats.timeouts += 1;
+        self.backoffs = self.backoffs.saturating_add(1);
+        self.declare_lost(&lost, nai);
+    }
+
+    /// Packets in flight.
+    pub fn in_flight_packets(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Messages open (the receiver may hold state for them).
+    pub fn open_messages(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &SppStats {
+        &self.stats
+    }
+
+    /// The RTT estimator.
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+}
