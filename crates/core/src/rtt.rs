@@ -53,6 +53,24 @@ impl RttEstimator {
         }
     }
 
+    /// An estimator resuming from cached path state (RFC 9040 temporal sharing): `srtt`,
+    /// `rttvar` and `min_rtt` as measured by an earlier connection. Counts as one sample.
+    pub fn seeded(
+        config: RtoConfig,
+        srtt: Duration,
+        rttvar: Duration,
+        min_rtt: Duration,
+    ) -> RttEstimator {
+        RttEstimator {
+            config,
+            srtt: Some(srtt),
+            rttvar,
+            min_rtt: Some(min_rtt.min(srtt)),
+            latest: Some(srtt),
+            samples: 1,
+        }
+    }
+
     /// Folds in one RTT measurement (RFC 6298 §2.2 and §2.3, alpha = 1/8, beta = 1/4).
     pub fn on_sample(&mut self, rtt: Duration) {
         self.samples += 1;
@@ -64,9 +82,10 @@ impl RttEstimator {
                 self.rttvar = rtt / 2;
             }
             Some(srtt) => {
+                // Saturating: a sample of hours (a bogus timestamp) must not overflow.
                 let err = srtt.abs_diff(rtt);
-                self.rttvar = (self.rttvar * 3 + err) / 4;
-                self.srtt = Some((srtt * 7 + rtt) / 8);
+                self.rttvar = self.rttvar.saturating_mul(3).saturating_add(err) / 4;
+                self.srtt = Some(srtt.saturating_mul(7).saturating_add(rtt) / 8);
             }
         }
     }
@@ -76,7 +95,9 @@ impl RttEstimator {
     pub fn rto(&self) -> Duration {
         let raw = match self.srtt {
             None => self.config.initial,
-            Some(srtt) => srtt + self.config.granularity.max(self.rttvar * 4),
+            Some(srtt) => {
+                srtt.saturating_add(self.config.granularity.max(self.rttvar.saturating_mul(4)))
+            }
         };
         raw.clamp(self.config.min, self.config.max.max(self.config.min))
     }
@@ -150,6 +171,24 @@ mod tests {
         assert_eq!(e.srtt(), Some(Duration::from_micros(112_500)));
         assert_eq!(e.rttvar(), Duration::from_micros(62_500));
         assert_eq!(e.min_rtt(), Some(ms(100)));
+    }
+
+    #[test]
+    fn test_huge_samples_saturate_instead_of_panicking() {
+        let mut e = RttEstimator::new(RtoConfig::default());
+        e.on_sample(Duration::MAX);
+        e.on_sample(Duration::MAX);
+        e.on_sample(ms(1));
+        assert_eq!(e.rto(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn test_seeded_estimator_starts_from_cached_state() {
+        let e = RttEstimator::seeded(RtoConfig::default(), ms(200), ms(20), ms(150));
+        assert_eq!(e.srtt(), Some(ms(200)));
+        assert_eq!(e.min_rtt(), Some(ms(150)));
+        assert_eq!(e.rto(), Duration::from_secs(1));
+        assert_eq!(e.samples(), 1);
     }
 
     #[test]

@@ -13,6 +13,19 @@ use adaptnet_core::Time;
 use std::any::Any;
 use std::time::Duration;
 
+/// A host's network-interface counters, summed over its outgoing links.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InterfaceInfo {
+    /// Packets waiting in the outgoing queues (not counting ones being transmitted).
+    pub queue_packets: u64,
+    /// Bytes waiting in the outgoing queues.
+    pub queue_bytes: u64,
+    /// Bytes that have left the host's transmitters since the start (cumulative).
+    pub tx_bytes: u64,
+    /// Bytes delivered to the host since the start (cumulative).
+    pub rx_bytes: u64,
+}
+
 /// A protocol endpoint on a simulated host.
 pub trait Agent: Any {
     /// The flow starts (called at its start time).
@@ -49,15 +62,14 @@ pub trait Agent: Any {
         Vec::new()
     }
 
-    /// Whether the agent wants to be told its host's interface queue length (see
-    /// [`Agent::on_interface_queue`]).
-    fn wants_interface_queue(&self) -> bool {
+    /// Whether the agent wants its host's interface counters (see [`Agent::on_interface`]).
+    fn wants_interface_info(&self) -> bool {
         false
     }
 
-    /// Bytes waiting in the host's outgoing interface queue, given before each input when
-    /// [`Agent::wants_interface_queue`] is true.
-    fn on_interface_queue(&mut self, _queue_bytes: u64) {}
+    /// The host's interface counters, given before each input when
+    /// [`Agent::wants_interface_info`] is true (what a real host reads from its NIC).
+    fn on_interface(&mut self, _now: Time, _info: &InterfaceInfo) {}
 
     /// For typed inspection by experiments and tests.
     fn as_any(&self) -> &dyn Any;

@@ -6,8 +6,8 @@
 //! matches the component's recorded wake-up is stale and skipped, and a component woken
 //! before its deadline simply has nothing to do (every `handle_timeout` tolerates that).
 
-use crate::agent::Agent;
-use crate::link::{DropReason, Link, LinkConfig};
+use crate::agent::{Agent, InterfaceInfo};
+use crate::link::{DropReason, Link, LinkConfig, WireSize};
 use crate::metrics::{FlowResult, LinkResult, RttSummary, RunResults, jain_index};
 use crate::packet::{NodeId, Packet, Proto};
 use crate::pcap::PcapWriter;
@@ -79,6 +79,8 @@ struct Node {
     egress: Vec<LinkId>,
     /// First link on the path to each node (index = destination node).
     next_hop: Vec<Option<LinkId>>,
+    /// Bytes delivered to this node (as destination or router).
+    rx_bytes: u64,
 }
 
 struct LinkSlot {
@@ -256,6 +258,7 @@ impl World {
             ports: Vec::new(),
             egress: Vec::new(),
             next_hop: Vec::new(),
+            rx_bytes: 0,
         });
         self.routes_ready = false;
         Ok(NodeId(self.nodes.len() as u32 - 1))
@@ -578,18 +581,29 @@ impl World {
         self.mark_dirty(node);
     }
 
-    /// Gives the agent its host's interface queue length, if it wants it.
+    /// A host's interface counters.
+    pub fn interface_info(&self, node: NodeId) -> InterfaceInfo {
+        let n = &self.nodes[node.0 as usize];
+        let mut info = InterfaceInfo {
+            rx_bytes: n.rx_bytes,
+            ..InterfaceInfo::default()
+        };
+        for l in &n.egress {
+            let link = &self.links[l.0 as usize].link;
+            info.queue_packets += link.queue_packets() as u64;
+            info.queue_bytes += link.queue_bytes();
+            info.tx_bytes += link.stats().transmitted_bytes;
+        }
+        info
+    }
+
+    /// Gives the agent its host's interface counters, if it wants them.
     fn prepare_agent(&mut self, a: u32) {
-        let node = self.agents[a as usize].node;
-        if !self.agents[a as usize].agent.wants_interface_queue() {
+        if !self.agents[a as usize].agent.wants_interface_info() {
             return;
         }
-        let bytes: u64 = self.nodes[node.0 as usize]
-            .egress
-            .iter()
-            .map(|l| self.links[l.0 as usize].link.queue_bytes())
-            .sum();
-        self.agents[a as usize].agent.on_interface_queue(bytes);
+        let info = self.interface_info(self.agents[a as usize].node);
+        self.agents[a as usize].agent.on_interface(self.now, &info);
     }
 
     fn mark_dirty(&mut self, node: NodeId) {
@@ -663,6 +677,7 @@ impl World {
     }
 
     fn arrive(&mut self, node: NodeId, p: Packet) {
+        self.nodes[node.0 as usize].rx_bytes += u64::from(p.wire_len());
         if p.dst.node != node {
             self.forward(node, p);
             return;

@@ -18,6 +18,7 @@
 //! feedback returns, never below `min_rate_bytes_per_s`.
 
 use super::{AgingHalfLife, CmConfig, Feedback, LossMode};
+use crate::cc::initial_window;
 use crate::rtt::{RtoConfig, RttEstimator};
 use crate::time::Time;
 use std::time::Duration;
@@ -271,17 +272,6 @@ impl RateController {
         } else {
             self.cwnd_bytes += self.mtu * nrecd / self.cwnd_bytes.max(self.mtu);
         }
-    }
-}
-
-/// RFC 5681 §3.1 initial window: 2, 3 or 4 segments of `mtu` bytes depending on its size.
-pub(crate) fn initial_window(mtu: u64) -> u64 {
-    if mtu > 2190 {
-        2 * mtu
-    } else if mtu > 1095 {
-        3 * mtu
-    } else {
-        4 * mtu
     }
 }
 

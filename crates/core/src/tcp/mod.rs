@@ -3,7 +3,7 @@
 //! timer with exponential backoff and Karn's rule, optional RFC 5681 §4.2 delayed ACKs.
 //!
 //! How much may be in flight is decided by a pluggable
-//! [`CongestionController`](crate::cc::CongestionController); NewReno is the default.
+//! [`CongestionController`]; NewReno is the default.
 //!
 //! Application data is *virtual*: the stream counts bytes and positions, not their contents.
 //! Engines that carry real bytes keep them in their own buffers, indexed by stream offset.

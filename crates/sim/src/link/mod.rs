@@ -119,6 +119,8 @@ pub enum DropReason {
 pub struct LinkStats {
     /// Packets offered to the link.
     pub offered_packets: u64,
+    /// Bytes that left the transmitter (including ones then lost on the wire).
+    pub transmitted_bytes: u64,
     /// Packets delivered to the far end.
     pub delivered_packets: u64,
     /// Bytes delivered to the far end.
@@ -449,6 +451,7 @@ impl<P: WireSize + Clone> Link<P> {
 
     /// A packet leaves the transmitter at `t`: capture, loss, then propagation.
     fn depart(&mut self, t: Time, p: P) {
+        self.stats.transmitted_bytes += u64::from(p.wire_len());
         if let Some(cap) = self.departed.as_mut() {
             cap.push_back((t, p.clone()));
         }
