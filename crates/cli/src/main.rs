@@ -62,13 +62,16 @@ enum Command {
         #[arg(long)]
         experiments: Option<PathBuf>,
     },
-    /// Benchmark the simulator on the reference scenario (10 NewReno flows, 10 Mbit/s,
-    /// 50 ms RTT, 300 s): events per second and speed-up over real time.
+    /// Run a benchmark (`adaptnet bench list` shows them; default `sim`: the simulator on
+    /// 10 NewReno flows, 10 Mbit/s, 50 ms RTT, 300 s).
     Bench {
+        /// Benchmark name, or `list`.
+        #[arg(default_value = "sim")]
+        name: String,
         /// Runs to make (the median is reported).
         #[arg(long, default_value_t = 3)]
         repeat: u32,
-        /// Another scenario to benchmark instead of the reference.
+        /// Another scenario for the `sim` benchmark instead of the reference.
         #[arg(long)]
         scenario: Option<PathBuf>,
     },
@@ -93,7 +96,11 @@ fn main() -> ExitCode {
             out,
             experiments,
         } => commands::exp::run(&name, seeds, quick, out.as_deref(), experiments.as_deref()),
-        Command::Bench { repeat, scenario } => commands::bench::run(repeat, scenario.as_deref()),
+        Command::Bench {
+            name,
+            repeat,
+            scenario,
+        } => commands::bench::run(&name, repeat, scenario.as_deref()),
     };
     match result {
         Ok(code) => code,

@@ -5,6 +5,7 @@
 //! terminal (each paper figure or table beside ours), and files (CSV, JSON, SVG) for the
 //! output directory. `adaptnet exp <name>` runs one; `adaptnet exp list` lists them.
 
+pub mod bench;
 pub mod report;
 
 use report::OutputFile;

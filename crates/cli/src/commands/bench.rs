@@ -1,55 +1,30 @@
-//! `adaptnet bench`: simulator speed on a reference scenario.
+//! `adaptnet bench`: speed and scale benchmarks.
 
+use adaptnet_experiments::bench::{self, BenchOptions};
 use adaptnet_experiments::report::table::Table;
-use adaptnet_sim::scenario::Scenario;
-use anyhow::Result;
+use anyhow::{Result, bail};
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::Instant;
 
-/// The embedded reference scenario.
-const REFERENCE: &str = include_str!("../../../../experiments/bench/reference.toml");
-
-/// Runs the scenario `repeat` times and reports the median run.
-pub fn run(repeat: u32, scenario: Option<&Path>) -> Result<ExitCode> {
-    let s = match scenario {
-        Some(p) => Scenario::load(p)?,
-        None => Scenario::parse(
-            REFERENCE,
-            "<embedded:bench/reference.toml>",
-            Path::new("."),
-            "bench-reference",
-        )?,
-    };
-    let sim_s = s.duration.as_secs_f64();
-    let mut runs = Vec::new();
-    for i in 0..repeat.max(1) {
-        let start = Instant::now();
-        let out = s.run(s.seed, &mut |_| {})?;
-        let wall = start.elapsed().as_secs_f64();
-        let events = out.results.events;
-        eprintln!("run {}: {wall:.3} s wall, {events} events", i + 1);
-        runs.push((wall, events));
+/// Runs benchmark `name` (or lists them for `list`).
+pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode> {
+    if name == "list" {
+        let mut t = Table::new(["benchmark", "measures"]);
+        for b in bench::all() {
+            t.row([b.name(), b.summary()]);
+        }
+        print!("{}", t.render());
+        return Ok(ExitCode::SUCCESS);
     }
-    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (wall, events) = runs[runs.len() / 2];
-    let mut t = Table::new([
-        "scenario",
-        "simulated s",
-        "wall s",
-        "events",
-        "events/s",
-        "speed-up vs real time",
-    ]);
-    t.row([
-        s.name.clone(),
-        format!("{sim_s:.0}"),
-        format!("{wall:.3}"),
-        events.to_string(),
-        format!("{:.2e}", events as f64 / wall),
-        format!("{:.0}x", sim_s / wall),
-    ]);
-    print!("{}", t.render());
-    println!("(median of {} runs; one core)", runs.len());
+    let Some(b) = bench::find(name) else {
+        let known: Vec<&str> = bench::all().iter().map(|b| b.name()).collect();
+        bail!("no benchmark named {name:?}; known: {}", known.join(", "));
+    };
+    eprintln!("{}", b.summary());
+    let report = b.run(&BenchOptions {
+        repeat,
+        scenario: scenario.map(Path::to_path_buf),
+    })?;
+    print!("{}", report.render());
     Ok(ExitCode::SUCCESS)
 }
