@@ -83,6 +83,10 @@ pub struct FlowResult {
     pub reverse_packets_lost: u64,
     /// RTT statistics reported by the sending side.
     pub rtt: RttSummary,
+    /// The RTT samples behind `rtt` as (time s, RTT ms), at most one per 10 ms; left out of
+    /// the JSON (written to `rtt.csv` instead).
+    #[serde(skip)]
+    pub rtt_samples: Vec<(f64, f64)>,
     /// Protocol-specific counters (retransmissions, timeouts, …).
     pub counters: BTreeMap<String, f64>,
 }

@@ -113,7 +113,7 @@ struct FlowSlot {
     reverse_lost: u64,
     last_delivered: u64,
     series_bps: Vec<f64>,
-    rtt: Vec<Duration>,
+    rtt: Vec<(Time, Duration)>,
 }
 
 /// A heap entry: ordered by time, then by insertion sequence (both packed in one integer, so
@@ -707,8 +707,7 @@ impl World {
             f.last_delivered = delivered;
             f.series_bps.push(delta as f64 * 8.0 / period_s);
             let sender = &mut self.agents[f.sender.0 as usize];
-            f.rtt
-                .extend(sender.agent.take_rtt_samples().into_iter().map(|(_, d)| d));
+            f.rtt.extend(sender.agent.take_rtt_samples());
         }
         for slot in &mut self.links {
             slot.queue_series.push(slot.link.queue_packets() as u64);
@@ -726,8 +725,7 @@ impl World {
         // Pick up RTT samples recorded after the last sample tick.
         for f in &mut self.flows {
             let sender = &mut self.agents[f.sender.0 as usize];
-            f.rtt
-                .extend(sender.agent.take_rtt_samples().into_iter().map(|(_, d)| d));
+            f.rtt.extend(sender.agent.take_rtt_samples());
         }
         let end = self.now;
         let duration_s = end.as_secs_f64();
@@ -761,7 +759,14 @@ impl World {
                     packets_received: receiver.received,
                     packets_lost: f.lost,
                     reverse_packets_lost: f.reverse_lost,
-                    rtt: RttSummary::from_samples(&f.rtt),
+                    rtt: RttSummary::from_samples(
+                        &f.rtt.iter().map(|&(_, d)| d).collect::<Vec<_>>(),
+                    ),
+                    rtt_samples: f
+                        .rtt
+                        .iter()
+                        .map(|&(t, d)| (t.as_secs_f64(), d.as_secs_f64() * 1e3))
+                        .collect(),
                     counters,
                 }
             })

@@ -48,7 +48,7 @@ fn run_and_report(s: &Scenario, seed: Option<u64>, out_dir: &Path) -> Result<Exi
     );
     super::write_files(out_dir, &files)?;
     println!(
-        "wrote {}/{{results.json, summary.csv, goodput.csv, goodput.svg{}}}",
+        "wrote {}/{{results.json, summary.csv, goodput.csv, rtt.csv, queue.csv, goodput.svg{}}}",
         out_dir.display(),
         if out.captures.is_empty() {
             ""

@@ -93,7 +93,7 @@ pub fn link_table(r: &RunResults) -> Table {
     t
 }
 
-/// results.json, summary.csv, goodput.csv and goodput.svg for a run.
+/// results.json, summary.csv, goodput.csv, rtt.csv, queue.csv and goodput.svg for a run.
 pub fn run_files(r: &RunResults) -> Result<Vec<OutputFile>, ReportError> {
     let mut files = vec![("results.json".to_string(), serde_json::to_vec_pretty(r)?)];
     let mut summary = vec![
@@ -143,6 +143,30 @@ pub fn run_files(r: &RunResults) -> Result<Vec<OutputFile>, ReportError> {
         series.push(row);
     }
     files.push(("goodput.csv".into(), csv::render(&series).into_bytes()));
+
+    let mut rtt = vec![["flow", "time_s", "rtt_ms"].map(String::from).to_vec()];
+    for f in &r.flows {
+        for &(t, ms) in &f.rtt_samples {
+            rtt.push(vec![f.name.clone(), format!("{t:.6}"), format!("{ms:.3}")]);
+        }
+    }
+    files.push(("rtt.csv".into(), csv::render(&rtt).into_bytes()));
+
+    let mut queue = vec![
+        std::iter::once("time_s".to_string())
+            .chain(r.links.iter().map(|l| format!("{}_packets", l.name)))
+            .collect::<Vec<_>>(),
+    ];
+    for (i, t) in r.sample_times_s.iter().enumerate() {
+        let mut row = vec![format!("{t:.3}")];
+        row.extend(r.links.iter().map(|l| {
+            l.queue_series_packets
+                .get(i)
+                .map_or(String::new(), |v| v.to_string())
+        }));
+        queue.push(row);
+    }
+    files.push(("queue.csv".into(), csv::render(&queue).into_bytes()));
 
     let lines: Vec<plot::Series> = r
         .flows
