@@ -12,14 +12,18 @@ use adaptnet_core::Time;
 const MAGIC_NANOS: u32 = 0xa1b2_3c4d;
 /// LINKTYPE_RAW: each record starts with an IPv4 or IPv6 header.
 const LINKTYPE_RAW: u32 = 101;
+/// Length of the pcap file header.
+const HEADER_LEN: usize = 24;
 /// Snap length written in the file header.
 const SNAPLEN: u32 = 65_535;
 
-/// An in-memory pcap file.
+/// An in-memory pcap file. Records may be added slightly out of time order (the two
+/// directions of a link are drained independently); [`PcapWriter::bytes`] orders them.
 #[derive(Clone, Debug)]
 pub struct PcapWriter {
     buf: Vec<u8>,
-    records: u64,
+    /// (time, offset, length) of each record in `buf`.
+    index: Vec<(Time, usize, usize)>,
 }
 
 impl Default for PcapWriter {
@@ -39,7 +43,10 @@ impl PcapWriter {
         buf.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
         buf.extend_from_slice(&SNAPLEN.to_le_bytes());
         buf.extend_from_slice(&LINKTYPE_RAW.to_le_bytes());
-        PcapWriter { buf, records: 0 }
+        PcapWriter {
+            buf,
+            index: Vec::new(),
+        }
     }
 
     /// Appends one packet seen at `at`.
@@ -50,6 +57,7 @@ impl PcapWriter {
         let captured = IPV4_HEADER_LEN as usize
             + if udp { UDP_HEADER_LEN as usize } else { 0 }
             + p.header.len();
+        let offset = self.buf.len();
         let ns = at.as_nanos();
         self.buf
             .extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
@@ -78,17 +86,24 @@ impl PcapWriter {
             self.buf.extend_from_slice(&0u16.to_be_bytes()); // checksum optional in IPv4
         }
         self.buf.extend_from_slice(&p.header);
-        self.records += 1;
+        self.index.push((at, offset, self.buf.len() - offset));
     }
 
     /// Records written.
-    pub fn records(&self) -> u64 {
-        self.records
+    pub fn records(&self) -> usize {
+        self.index.len()
     }
 
-    /// The file contents.
-    pub fn bytes(&self) -> &[u8] {
-        &self.buf
+    /// The file contents, records in time order (ties in the order they were recorded).
+    pub fn bytes(&self) -> Vec<u8> {
+        let mut order: Vec<&(Time, usize, usize)> = self.index.iter().collect();
+        order.sort_by_key(|&&(t, off, _)| (t, off));
+        let mut out = Vec::with_capacity(self.buf.len());
+        out.extend_from_slice(&self.buf[..HEADER_LEN]);
+        for &&(_, off, len) in &order {
+            out.extend_from_slice(&self.buf[off..off + len]);
+        }
+        out
     }
 }
 
@@ -112,7 +127,7 @@ mod tests {
     #[test]
     fn file_header_and_record_layout() {
         let mut w = PcapWriter::new();
-        assert_eq!(w.bytes().len(), 24);
+        assert_eq!(w.bytes().len(), HEADER_LEN);
         let mut p = Packet::new(
             Addr {
                 node: NodeId(0),
@@ -127,7 +142,7 @@ mod tests {
         );
         p.header.extend_from_slice(&[1, 2, 3, 4]);
         w.record(Time::from_millis(1500), &p);
-        let b = w.bytes();
+        let b = &w.bytes();
         assert_eq!(&b[24..28], &1u32.to_le_bytes());
         assert_eq!(&b[28..32], &500_000_000u32.to_le_bytes());
         assert_eq!(&b[32..36], &(20u32 + 8 + 4).to_le_bytes());
@@ -135,5 +150,27 @@ mod tests {
         // The IPv4 header checksum verifies to zero.
         assert_eq!(ipv4_checksum(&b[40..60]), 0);
         assert_eq!(&b[52..56], &[10, 0, 0, 1]);
+    }
+
+    #[test]
+    fn records_come_out_in_time_order() {
+        let mut w = PcapWriter::new();
+        let p = Packet::new(
+            Addr {
+                node: NodeId(0),
+                port: 1,
+            },
+            Addr {
+                node: NodeId(1),
+                port: 2,
+            },
+            Proto::Udp,
+            0,
+        );
+        w.record(Time::from_secs(2), &p);
+        w.record(Time::from_secs(1), &p);
+        let b = w.bytes();
+        assert_eq!(&b[24..28], &1u32.to_le_bytes());
+        assert_eq!(&b[24 + 16 + 28..24 + 16 + 28 + 4], &2u32.to_le_bytes());
     }
 }

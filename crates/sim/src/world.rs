@@ -517,6 +517,12 @@ impl World {
             }
         }
         self.now = self.now.max(end);
+        // Losses and captured departures up to the end that no later event would report.
+        for l in 0..self.links.len() {
+            self.links[l].link.handle_timeout(self.now);
+            self.drain_link(l as u32);
+        }
+        self.settle();
         progress(self.now);
     }
 
@@ -590,9 +596,9 @@ impl World {
         };
         for l in &n.egress {
             let link = &self.links[l.0 as usize].link;
-            info.queue_packets += link.queue_packets() as u64;
-            info.queue_bytes += link.queue_bytes();
-            info.tx_bytes += link.stats().transmitted_bytes;
+            info.queue_packets += link.queue_packets(self.now);
+            info.queue_bytes += link.queue_bytes(self.now);
+            info.tx_bytes += link.transmitted_bytes(self.now);
         }
         info
     }
@@ -622,8 +628,8 @@ impl World {
             let Some(node) = self.dirty.pop() else {
                 break;
             };
-            let agents = self.nodes[node.0 as usize].agents.clone();
-            for a in agents {
+            for i in 0..self.nodes[node.0 as usize].agents.len() {
+                let a = self.nodes[node.0 as usize].agents[i];
                 self.poll_agent(a.0);
             }
         }
@@ -710,7 +716,7 @@ impl World {
             f.rtt.extend(sender.agent.take_rtt_samples());
         }
         for slot in &mut self.links {
-            slot.queue_series.push(slot.link.queue_packets() as u64);
+            slot.queue_series.push(slot.link.queue_packets(self.now));
         }
         self.sample_times.push(self.now);
     }

@@ -4,28 +4,33 @@
 //! simulator (virtual time) and a real-time emulator. A packet's life on a link:
 //!
 //! 1. [`Link::enqueue`]: drop-tail admission to the queue (limited in packets or bytes; the
-//!    packet being transmitted does not count, as in ns-2's DropTail);
+//!    packet being transmitted does not count, as in ns-2's DropTail — for Mahimahi links the
+//!    partly sent head does, as in Mahimahi);
 //! 2. transmission at the link's [`Bandwidth`] (fluid for constant and piecewise rates,
-//!    1500-byte opportunities for Mahimahi traces), never while the link is in an outage;
+//!    1500-byte opportunities for Mahimahi traces), never while the link is in an outage; an
+//!    outage beginning mid-transmission loses the packet;
 //! 3. on leaving the transmitter, the [`LossModel`] may lose it;
 //! 4. propagation for the one-way delay, plus the extra delay of a reordering burst if it
 //!    departed during one; a packet on the wire when an outage begins is lost.
 //!
-//! Drive it like the protocol state machines: call [`Link::handle_timeout`] at
-//! [`Link::poll_timeout`], then drain [`Link::poll_delivered`], [`Link::poll_dropped`] and (if
-//! enabled) [`Link::poll_departed`].
+//! Because the queue is FIFO and capacity and outages are scheduled, a packet's whole fate is
+//! planned when it is accepted (`schedule.rs`); the link then only has to hand packets over
+//! when they arrive. Drive it like the protocol state machines: call [`Link::handle_timeout`]
+//! at [`Link::poll_timeout`], then drain [`Link::poll_delivered`], [`Link::poll_dropped`] and
+//! (if enabled) [`Link::poll_departed`]. Occupancy queries take the time they are asked at.
 
 mod bandwidth;
 mod loss;
+mod schedule;
 
 pub use bandwidth::Bandwidth;
 pub use loss::LossModel;
 
 use adaptnet_core::Time;
-use bandwidth::Opportunities;
 use loss::LossState;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use schedule::{Fate, Transmitter};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -57,6 +62,12 @@ impl Outage {
     fn end(&self) -> Time {
         self.start + self.duration
     }
+}
+
+/// The outage in force at `t`, if any (`outages` sorted and non-overlapping).
+fn outage_at(outages: &[Outage], t: Time) -> Option<&Outage> {
+    let idx = outages.partition_point(|o| o.start <= t);
+    outages[..idx].last().filter(|o| t < o.end())
 }
 
 /// A scheduled reordering burst: packets leaving the transmitter in
@@ -137,21 +148,49 @@ pub struct LinkStats {
     pub max_queue_bytes: u64,
 }
 
-/// The transmitter's state.
-#[derive(Debug)]
-enum Transmitter<P> {
-    /// Fluid service: at most one packet being transmitted, with the time its transmission
-    /// started and the time it finishes (`None`: the rate is zero forever).
-    Fluid {
-        current: Option<(P, Time, Option<Time>)>,
-    },
-    /// Mahimahi service: the next opportunity index and, for a partly sent head packet, the
-    /// bytes still to be served and when its transmission started.
-    Opportunities {
-        opps: Opportunities,
-        next: u64,
-        head_left: Option<(u64, Time)>,
-    },
+/// A running count of events at non-decreasing times, answering "how many (and how many
+/// bytes) by time t?" for any t not before the last pruning.
+#[derive(Clone, Debug, Default)]
+struct Tally {
+    /// Events not yet pruned: (time, cumulative count, cumulative bytes) after each.
+    pending: VecDeque<(Time, u64, u64)>,
+    /// Totals of the pruned events.
+    pruned: (u64, u64),
+    /// Totals of all events.
+    total: (u64, u64),
+}
+
+impl Tally {
+    fn push(&mut self, at: Time, bytes: u64) {
+        self.total = (self.total.0 + 1, self.total.1 + bytes);
+        self.pending.push_back((at, self.total.0, self.total.1));
+    }
+
+    /// (count, bytes) of events at or before `t`.
+    fn by(&self, t: Time) -> (u64, u64) {
+        // Fast path: everything pending is later (the usual case right after a prune).
+        if self.pending.front().is_none_or(|e| e.0 > t) {
+            return self.pruned;
+        }
+        let idx = self.pending.partition_point(|e| e.0 <= t);
+        if idx == 0 {
+            self.pruned
+        } else {
+            let e = self.pending[idx - 1];
+            (e.1, e.2)
+        }
+    }
+
+    /// Forgets the detail of events at or before `t`.
+    fn prune(&mut self, t: Time) {
+        while let Some(&(at, c, b)) = self.pending.front() {
+            if at > t {
+                break;
+            }
+            self.pruned = (c, b);
+            self.pending.pop_front();
+        }
+    }
 }
 
 /// One direction of a link. See the module docs.
@@ -160,51 +199,55 @@ pub struct Link<P> {
     config: LinkConfig,
     rng: ChaCha8Rng,
     loss: LossState,
-    queue: VecDeque<P>,
-    queue_bytes: u64,
-    tx: Transmitter<P>,
-    /// Packets propagating as (arrival, departure, packet), in arrival order (a constant
-    /// delay keeps FIFO order).
-    wire: VecDeque<(Time, Time, P)>,
+    tx: Transmitter,
+    /// Packets and bytes accepted into the queue, ever.
+    accepted: (u64, u64),
+    /// Packets that stopped counting as queued.
+    left_queue: Tally,
+    /// Packets that left the transmitter.
+    departures: Tally,
+    /// Packets propagating, by arrival time (a constant delay keeps FIFO order).
+    wire: VecDeque<(Time, P)>,
     /// Packets delayed by a reordering burst, kept sorted by arrival time.
-    detour: VecDeque<(Time, Time, P)>,
+    detour: VecDeque<(Time, P)>,
+    /// Losses still to be reported, sorted by the time they happen.
+    losses: VecDeque<(Time, P, DropReason)>,
+    /// Losses that have happened, to be drained.
     dropped: VecDeque<(P, DropReason)>,
-    departed: Option<VecDeque<(Time, P)>>,
-    /// Index of the next outage whose start has not been processed.
-    next_outage: usize,
+    /// Captured departures (if enabled), in departure order.
+    captures: Option<VecDeque<(Time, P)>>,
+    /// Packets a zero-rate-forever link will never send.
+    stuck: Vec<P>,
+    /// The latest time the link was advanced to.
+    now: Time,
     stats: LinkStats,
 }
 
 impl<P: WireSize + Clone> Link<P> {
     /// A link with its own random stream seeded from `seed`.
     pub fn new(config: LinkConfig, seed: u64) -> Link<P> {
-        let tx = match &config.bandwidth {
-            Bandwidth::Mahimahi(trace) => Transmitter::Opportunities {
-                opps: Opportunities::new(trace),
-                next: 0,
-                head_left: None,
-            },
-            _ => Transmitter::Fluid { current: None },
-        };
         Link {
+            tx: Transmitter::new(&config.bandwidth),
             config,
             rng: ChaCha8Rng::seed_from_u64(seed),
             loss: LossState::default(),
-            queue: VecDeque::new(),
-            queue_bytes: 0,
-            tx,
+            accepted: (0, 0),
+            left_queue: Tally::default(),
+            departures: Tally::default(),
             wire: VecDeque::new(),
             detour: VecDeque::new(),
+            losses: VecDeque::new(),
             dropped: VecDeque::new(),
-            departed: None,
-            next_outage: 0,
+            captures: None,
+            stuck: Vec::new(),
+            now: Time::ZERO,
             stats: LinkStats::default(),
         }
     }
 
     /// Records a copy of every packet as it leaves the transmitter (for packet captures).
     pub fn enable_capture(&mut self) {
-        self.departed.get_or_insert_with(VecDeque::new);
+        self.captures.get_or_insert_with(VecDeque::new);
     }
 
     /// The configuration.
@@ -212,252 +255,69 @@ impl<P: WireSize + Clone> Link<P> {
         &self.config
     }
 
-    /// Counters.
+    /// Counters, as of the last `handle_timeout` or `enqueue`.
     pub fn stats(&self) -> &LinkStats {
         &self.stats
     }
 
-    /// Packets waiting in the queue (not counting one being transmitted).
-    pub fn queue_packets(&self) -> usize {
-        self.queue.len()
+    /// Packets waiting in the queue at `now` (not counting one being transmitted).
+    pub fn queue_packets(&self, now: Time) -> u64 {
+        self.accepted.0 - self.left_queue.by(now).0
     }
 
-    /// Bytes waiting in the queue (not counting one being transmitted).
-    pub fn queue_bytes(&self) -> u64 {
-        self.queue_bytes
+    /// Bytes waiting in the queue at `now`.
+    pub fn queue_bytes(&self, now: Time) -> u64 {
+        self.accepted.1 - self.left_queue.by(now).1
     }
 
-    /// The outage in force at `t`, if any.
-    fn outage_at(&self, t: Time) -> Option<&Outage> {
-        let idx = self.config.outages.partition_point(|o| o.start <= t);
-        self.config.outages[..idx].last().filter(|o| t < o.end())
+    /// Bytes that have left the transmitter by `now` (including ones lost on the wire).
+    pub fn transmitted_bytes(&self, now: Time) -> u64 {
+        self.departures.by(now).1
     }
 
     /// The link is down at `t`.
     pub fn is_down(&self, t: Time) -> bool {
-        self.outage_at(t).is_some()
+        outage_at(&self.config.outages, t).is_some()
     }
 
     /// Offers a packet to the link at `now`. A packet refused by the drop-tail queue is
     /// returned to the caller with [`DropReason::QueueFull`].
     pub fn enqueue(&mut self, now: Time, packet: P) -> Result<(), (P, DropReason)> {
-        // Outages that began while the link was idle have had no effect yet; note them so
-        // the service below starts after the one in force.
-        while let Some(o) = self.config.outages.get(self.next_outage)
-            && o.start <= now
-        {
-            let start = o.start;
-            self.begin_outage(start);
-        }
+        self.advance(now);
         self.stats.offered_packets += 1;
         let size = u64::from(packet.wire_len());
-        let idle = self.transmitter_idle();
+        let queued = self.queue_packets(now);
         let full = match self.config.queue {
-            QueueLimit::Packets(n) => self.queue.len() as u64 >= u64::from(n),
-            QueueLimit::Bytes(n) => self.queue_bytes + size > n,
+            QueueLimit::Packets(n) => queued >= u64::from(n),
+            QueueLimit::Bytes(n) => self.queue_bytes(now) + size > n,
         };
-        if full && !idle {
+        if full && !self.tx.idle(now, queued) {
             self.stats.dropped_queue += 1;
             return Err((packet, DropReason::QueueFull));
         }
-        self.queue.push_back(packet);
-        self.queue_bytes += size;
-        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue.len() as u64);
-        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes);
-        if idle {
-            self.start_service(now);
+        let plan = self
+            .tx
+            .plan(now, size, &self.config.bandwidth, &self.config.outages);
+        self.accepted = (self.accepted.0 + 1, self.accepted.1 + size);
+        self.left_queue.push(plan.leaves_queue, size);
+        self.stats.max_queue_packets = self.stats.max_queue_packets.max(self.queue_packets(now));
+        self.stats.max_queue_bytes = self.stats.max_queue_bytes.max(self.queue_bytes(now));
+        match plan.fate {
+            Fate::Never => self.stuck.push(packet),
+            Fate::KilledInService(at) => self.lose(at, packet, DropReason::Outage),
+            Fate::Departs(at) => self.depart(at, packet),
         }
         Ok(())
     }
 
-    fn transmitter_idle(&self) -> bool {
-        match &self.tx {
-            Transmitter::Fluid { current } => current.is_none(),
-            Transmitter::Opportunities { .. } => self.queue.is_empty(),
-        }
-    }
-
-    /// Starts serving the queue at `at` (or when the current outage ends).
-    fn start_service(&mut self, at: Time) {
-        let at = self.outage_at(at).map_or(at, Outage::end);
-        match &mut self.tx {
-            Transmitter::Fluid { current } => {
-                if current.is_some() {
-                    return;
-                }
-                if let Some(p) = self.queue.pop_front() {
-                    let size = u64::from(p.wire_len());
-                    self.queue_bytes -= size;
-                    let finish = self.config.bandwidth.fluid_finish(at, size);
-                    *current = Some((p, at, finish));
-                }
-            }
-            Transmitter::Opportunities { opps, next, .. } => {
-                if !self.queue.is_empty() {
-                    *next = (*next).max(opps.first_at_or_after(at));
-                }
-            }
-        }
-    }
-
-    /// When the link next needs `handle_timeout`.
-    pub fn poll_timeout(&self) -> Option<Time> {
-        let mut t = self.next_internal_event();
-        let arrivals = [self.wire.front(), self.detour.front()];
-        for (at, _, _) in arrivals.into_iter().flatten() {
-            t = Some(t.map_or(*at, |x| x.min(*at)));
-        }
-        t
-    }
-
-    /// The next transmitter event (departure or opportunity) or outage start that matters.
-    fn next_internal_event(&self) -> Option<Time> {
-        let tx = match &self.tx {
-            Transmitter::Fluid { current } => current.as_ref().and_then(|(_, _, f)| *f),
-            Transmitter::Opportunities { opps, next, .. } => {
-                (!self.queue.is_empty()).then(|| opps.time(*next))
-            }
-        };
-        // An outage start only matters if something is on the wire or being sent.
-        let busy = !self.wire.is_empty()
-            || !self.detour.is_empty()
-            || matches!(&self.tx, Transmitter::Fluid { current: Some(_) })
-            || matches!(
-                &self.tx,
-                Transmitter::Opportunities {
-                    head_left: Some(_),
-                    ..
-                }
-            );
-        let outage = self
-            .config
-            .outages
-            .get(self.next_outage)
-            .filter(|_| busy)
-            .map(|o| o.start);
-        match (tx, outage) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Advances the link to `now`: departures, losses, outages and arrivals up to `now`.
-    pub fn handle_timeout(&mut self, now: Time) {
-        loop {
-            // Outage starts that are due, in order, before anything later.
-            let outage_due = self
-                .config
-                .outages
-                .get(self.next_outage)
-                .map(|o| o.start)
-                .filter(|&s| s <= now);
-            let tx_due = match &self.tx {
-                Transmitter::Fluid { current } => current.as_ref().and_then(|(_, _, f)| *f),
-                Transmitter::Opportunities { opps, next, .. } => {
-                    (!self.queue.is_empty()).then(|| opps.time(*next))
-                }
-            }
-            .filter(|&t| t <= now);
-            match (outage_due, tx_due) {
-                (Some(o), Some(t)) if o <= t => self.begin_outage(o),
-                (Some(o), None) => self.begin_outage(o),
-                (_, Some(t)) => self.transmit_at(t),
-                (None, None) => break,
-            }
-        }
-    }
-
-    /// The outage beginning at `start` takes effect: whatever was on the wire or being
-    /// transmitted at `start` is lost. Safe to call late: packets that left (or started
-    /// transmission) after `start` are untouched.
-    fn begin_outage(&mut self, start: Time) {
-        self.next_outage += 1;
-        let lost_wire = take_in_flight_at(&mut self.wire, start);
-        let lost_detour = take_in_flight_at(&mut self.detour, start);
-        let mut lost: Vec<P> = lost_wire.into_iter().chain(lost_detour).collect();
-        match &mut self.tx {
-            Transmitter::Fluid { current } => {
-                if current.as_ref().is_some_and(|(_, began, _)| *began < start)
-                    && let Some((p, _, _)) = current.take()
-                {
-                    lost.push(p);
-                }
-            }
-            Transmitter::Opportunities { head_left, .. } => {
-                if head_left.is_some_and(|(_, began)| began < start) {
-                    *head_left = None;
-                    if let Some(p) = self.queue.pop_front() {
-                        self.queue_bytes -= u64::from(p.wire_len());
-                        lost.push(p);
-                    }
-                }
-            }
-        }
-        for p in lost {
-            self.stats.dropped_outage += 1;
-            self.dropped.push_back((p, DropReason::Outage));
-        }
-        if !self.queue.is_empty() {
-            self.start_service(start);
-        }
-    }
-
-    /// Processes the transmitter event at `t`.
-    fn transmit_at(&mut self, t: Time) {
-        let down_until = self.outage_at(t).map(Outage::end);
-        match &mut self.tx {
-            Transmitter::Fluid { current } => {
-                if let Some((p, _, _)) = current.take() {
-                    self.depart(t, p);
-                }
-                self.start_service(t);
-            }
-            Transmitter::Opportunities {
-                opps,
-                next,
-                head_left,
-            } => {
-                *next += 1;
-                if let Some(end) = down_until {
-                    // Opportunities during an outage are wasted; skip to the first after it.
-                    *next = (*next).max(opps.first_at_or_after(end));
-                    return;
-                }
-                let mut credit = crate::trace::MAHIMAHI_OPPORTUNITY_BYTES;
-                let mut departed = Vec::new();
-                while credit > 0 {
-                    let Some(head) = self.queue.front() else {
-                        break;
-                    };
-                    let (left, began) = head_left.unwrap_or((u64::from(head.wire_len()), t));
-                    if left <= credit {
-                        credit -= left;
-                        *head_left = None;
-                        if let Some(p) = self.queue.pop_front() {
-                            self.queue_bytes -= u64::from(p.wire_len());
-                            departed.push(p);
-                        }
-                    } else {
-                        *head_left = Some((left - credit, began));
-                        credit = 0;
-                    }
-                }
-                for p in departed {
-                    self.depart(t, p);
-                }
-            }
-        }
-    }
-
     /// A packet leaves the transmitter at `t`: capture, loss, then propagation.
     fn depart(&mut self, t: Time, p: P) {
-        self.stats.transmitted_bytes += u64::from(p.wire_len());
-        if let Some(cap) = self.departed.as_mut() {
+        self.departures.push(t, u64::from(p.wire_len()));
+        if let Some(cap) = self.captures.as_mut() {
             cap.push_back((t, p.clone()));
         }
         if self.loss.lose(&self.config.loss, &mut self.rng) {
-            self.stats.dropped_random += 1;
-            self.dropped.push_back((p, DropReason::RandomLoss));
+            self.lose(t, p, DropReason::RandomLoss);
             return;
         }
         let idx = self.config.reorders.partition_point(|r| r.start <= t);
@@ -465,62 +325,100 @@ impl<P: WireSize + Clone> Link<P> {
             .last()
             .filter(|r| t < r.start + r.duration)
             .map(|r| r.extra_delay);
+        let arrival = t + self.config.delay + extra.unwrap_or(Duration::ZERO);
+        // On the wire when an outage begins: lost.
+        let next = self.config.outages.partition_point(|o| o.start <= t);
+        if let Some(o) = self.config.outages.get(next).filter(|o| o.start < arrival) {
+            let at = o.start;
+            self.lose(at, p, DropReason::Outage);
+            return;
+        }
         match extra {
-            None => self.wire.push_back((t + self.config.delay, t, p)),
-            Some(extra) => {
-                let at = t + self.config.delay + extra;
-                let pos = self.detour.partition_point(|(a, _, _)| *a <= at);
-                self.detour.insert(pos, (at, t, p));
+            None => self.wire.push_back((arrival, p)),
+            Some(_) => {
+                let pos = self.detour.partition_point(|(a, _)| *a <= arrival);
+                self.detour.insert(pos, (arrival, p));
             }
         }
+    }
+
+    fn lose(&mut self, at: Time, p: P, why: DropReason) {
+        let pos = self.losses.partition_point(|(t, _, _)| *t <= at);
+        self.losses.insert(pos, (at, p, why));
+    }
+
+    /// When the link next needs `handle_timeout`: the next arrival or loss.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut next = self.wire.front().map(|e| e.0);
+        for t in [
+            self.detour.front().map(|e| e.0),
+            self.losses.front().map(|e| e.0),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
+        next
+    }
+
+    /// Advances the link to `now`: losses up to `now` become reportable, counters update.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.advance(now);
+    }
+
+    fn advance(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        while let Some((t, _, _)) = self.losses.front() {
+            if *t > self.now {
+                break;
+            }
+            if let Some((_, p, why)) = self.losses.pop_front() {
+                match why {
+                    DropReason::RandomLoss => self.stats.dropped_random += 1,
+                    DropReason::Outage => self.stats.dropped_outage += 1,
+                    DropReason::QueueFull => self.stats.dropped_queue += 1,
+                }
+                self.dropped.push_back((p, why));
+            }
+        }
+        self.stats.transmitted_bytes = self.transmitted_bytes(self.now);
+        self.left_queue.prune(self.now);
+        self.departures.prune(self.now);
     }
 
     /// The next packet that has arrived at the far end by `now` (call after
     /// `handle_timeout(now)`).
     pub fn poll_delivered(&mut self, now: Time) -> Option<P> {
-        let w = self.wire.front().map(|(a, _, _)| *a).filter(|&a| a <= now);
-        let d = self
-            .detour
-            .front()
-            .map(|(a, _, _)| *a)
-            .filter(|&a| a <= now);
+        let w = self.wire.front().map(|(a, _)| *a).filter(|&a| a <= now);
+        let d = self.detour.front().map(|(a, _)| *a).filter(|&a| a <= now);
         let queue = match (w, d) {
             (Some(a), Some(b)) if b < a => &mut self.detour,
             (Some(_), _) => &mut self.wire,
             (None, Some(_)) => &mut self.detour,
             (None, None) => return None,
         };
-        let (_, _, p) = queue.pop_front()?;
+        let (_, p) = queue.pop_front()?;
         self.stats.delivered_packets += 1;
         self.stats.delivered_bytes += u64::from(p.wire_len());
         Some(p)
     }
 
-    /// The next packet lost inside the link (random loss or outage).
+    /// The next packet lost inside the link (random loss or outage) by the last
+    /// `handle_timeout`.
     pub fn poll_dropped(&mut self) -> Option<(P, DropReason)> {
         self.dropped.pop_front()
     }
 
-    /// The next captured departure, if capture is enabled.
+    /// The next captured departure up to the last `handle_timeout`, if capture is enabled.
     pub fn poll_departed(&mut self) -> Option<(Time, P)> {
-        self.departed.as_mut().and_then(VecDeque::pop_front)
-    }
-}
-
-/// Removes and returns the packets of a wire queue that were propagating at `t`: departed
-/// before `t` and arriving after it.
-fn take_in_flight_at<P>(q: &mut VecDeque<(Time, Time, P)>, t: Time) -> Vec<P> {
-    let mut lost = Vec::new();
-    let mut kept = VecDeque::with_capacity(q.len());
-    for (arrival, departure, p) in q.drain(..) {
-        if departure < t && arrival > t {
-            lost.push(p);
+        let cap = self.captures.as_mut()?;
+        if cap.front().is_some_and(|(t, _)| *t <= self.now) {
+            cap.pop_front()
         } else {
-            kept.push_back((arrival, departure, p));
+            None
         }
     }
-    *q = kept;
-    lost
 }
 
 #[cfg(test)]

@@ -69,7 +69,7 @@ fn drop_tail_in_packets_excludes_the_packet_in_service() {
     let mut link = Link::new(LinkConfig::constant(1e6, ms(1), 5), 1);
     let refused = offer(&mut link, Time::ZERO, 0..20, 1000);
     assert_eq!(refused, (6..20).collect::<Vec<_>>());
-    assert_eq!(link.queue_packets(), 5);
+    assert_eq!(link.queue_packets(Time::ZERO), 5);
     assert_eq!(link.stats().dropped_queue, 14);
     assert_eq!(link.stats().max_queue_packets, 5);
 }
@@ -82,7 +82,7 @@ fn drop_tail_in_bytes() {
     // One in service, then 1000 + 1000 fit, a third 1000 would make 3000 > 2500.
     let refused = offer(&mut link, Time::ZERO, 0..5, 1000);
     assert_eq!(refused, vec![3, 4]);
-    assert_eq!(link.queue_bytes(), 2000);
+    assert_eq!(link.queue_bytes(Time::ZERO), 2000);
 }
 
 #[test]

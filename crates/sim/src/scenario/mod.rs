@@ -359,7 +359,7 @@ impl Scenario {
         let captures = world
             .captures()
             .iter()
-            .map(|(n, w)| (n.clone(), w.bytes().to_vec()))
+            .map(|(n, w)| (n.clone(), w.bytes()))
             .collect();
         Ok(RunOutput { results, captures })
     }
