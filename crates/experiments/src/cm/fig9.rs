@@ -105,9 +105,22 @@ fn min_max(xs: &[f64]) -> (f64, f64) {
 }
 
 fn seq_plot(r: &RunResults, title: &str) -> Result<Vec<u8>, ExpError> {
+    // Up to a little after the last transfer completes.
+    let mut end: f64 = 0.0;
+    for name in CONNS {
+        let f = flow(r, name)?;
+        end = end.max(
+            f.counters
+                .get("completed_s")
+                .copied()
+                .unwrap_or(r.duration_s),
+        );
+    }
     let mut series = Vec::new();
     for name in CONNS {
-        series.push((name, sequence_trace(r, flow(r, name)?)));
+        let mut trace = sequence_trace(r, flow(r, name)?);
+        trace.retain(|p| p.0 <= end + 5.0);
+        series.push((name, trace));
     }
     let lines: Vec<Series> = series
         .iter()
