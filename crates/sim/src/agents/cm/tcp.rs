@@ -10,7 +10,7 @@ use crate::packet::{Addr, Packet};
 use adaptnet_core::Time;
 use adaptnet_core::cc::CongestionController;
 use adaptnet_core::cm::{CmController, FlowId, FlowOptions};
-use adaptnet_core::tcp::{Connection, TcpConfig};
+use adaptnet_core::tcp::{Connection, State, TcpConfig};
 use std::any::Any;
 use std::cell::Cell;
 use std::rc::Rc;
@@ -112,7 +112,11 @@ impl TcpCmSender {
                 let _ = CmController::seed_rtt(self.host.cm(), now, flow, rtt);
             }
         }
-        if self.inner.completed_at().is_some() {
+        let aborted = self
+            .inner
+            .connection()
+            .is_some_and(|c| c.state() == State::Aborted);
+        if self.inner.completed_at().is_some() || aborted {
             self.close(now);
         }
     }
@@ -136,6 +140,7 @@ impl Agent for TcpCmSender {
 
     fn handle_timeout(&mut self, now: Time) {
         self.inner.handle_timeout(now);
+        self.after_input(now);
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
