@@ -6,6 +6,7 @@
 //! output directory. `adaptnet exp <name>` runs one; `adaptnet exp list` lists them.
 
 pub mod bench;
+pub mod cm;
 pub mod report;
 
 use report::OutputFile;
@@ -107,7 +108,9 @@ pub trait Experiment {
 
 /// Every experiment, in the order `adaptnet exp list` shows them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    Vec::new()
+    let mut v: Vec<Box<dyn Experiment>> = Vec::new();
+    v.extend(cm::all());
+    v
 }
 
 /// The experiment with this name.

@@ -419,6 +419,13 @@ impl World {
         FlowId(id)
     }
 
+    /// A flow's (sender, receiver) agents, for typed inspection with [`World::agent`].
+    pub fn flow_agents(&self, flow: FlowId) -> Option<(AgentId, AgentId)> {
+        self.flows
+            .get(flow.0 as usize)
+            .map(|f| (f.sender, f.receiver))
+    }
+
     /// Checks that every flow's endpoints can reach each other.
     pub fn check_routes(&mut self) -> Result<(), WorldError> {
         self.compute_routes();

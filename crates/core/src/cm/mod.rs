@@ -49,7 +49,7 @@ pub mod tcp;
 #[cfg(test)]
 mod tests;
 
-pub use manager::CongestionManager;
+pub use manager::{CmTransmit, CongestionManager, MacroflowInfo};
 pub use tcp::{CmController, CmHandle};
 
 use std::time::Duration;

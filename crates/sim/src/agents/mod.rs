@@ -2,6 +2,7 @@
 //! Later protocols add their own modules here.
 
 pub mod cbr;
+pub mod cm;
 pub mod tcp;
 
 use adaptnet_core::Time;

@@ -2,8 +2,8 @@
 //! [`World`]. Every check names the field it is about.
 
 use super::schema::{
-    CbrFlowSpec, FLOW_COMMON_KEYS, FlowCommon, LinkSpec, LossSpec, ScenarioFile, TcpFlowSpec,
-    TopologySpec, TraceFormat, TraceSpec,
+    CbrFlowSpec, CmAudioFlowSpec, CmUdpFlowSpec, FLOW_COMMON_KEYS, FlowCommon, LinkSpec, LossSpec,
+    ScenarioFile, TcpCmFlowSpec, TcpFlowSpec, TopologySpec, TraceFormat, TraceSpec,
 };
 use super::{FlowDef, FlowType, LinkDef, Scenario, ScenarioError, TopologyDef};
 use crate::link::{Bandwidth, LinkConfig, LossModel, Outage, QueueLimit, Reorder};
@@ -22,7 +22,11 @@ pub(super) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn invalid(&self, field: impl Into<String>, message: impl Into<String>) -> ScenarioError {
+    pub(super) fn invalid(
+        &self,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ScenarioError {
         ScenarioError::Invalid {
             file: self.file.to_string(),
             field: field.into(),
@@ -39,7 +43,7 @@ fn finite_nonneg(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
     }
 }
 
-fn positive(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
+pub(super) fn positive(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
     if v.is_finite() && v > 0.0 {
         Ok(v)
     } else {
@@ -72,6 +76,7 @@ pub(super) fn validate(
     for (i, table) in file.flows.into_iter().enumerate() {
         flows.push(flow(ctx, i, table, duration_s, &topology)?);
     }
+    let cm = super::cm::cm_config(ctx, file.cm.as_ref(), &flows)?;
     for (i, link) in file.outputs.pcap.iter().enumerate() {
         if !topology.links().iter().any(|l| &l.name == link) {
             let known: Vec<&str> = topology.links().iter().map(|l| l.name.as_str()).collect();
@@ -91,6 +96,7 @@ pub(super) fn validate(
         topology,
         flows,
         pcap: file.outputs.pcap,
+        cm,
     })
 }
 
@@ -420,10 +426,28 @@ fn flow(
                 .map_err(|e| ctx.invalid(&field, format!("cbr flow: {}", e.message())))?;
             cbr_flow(ctx, &field, &spec)?
         }
+        "tcp-cm" => {
+            let spec = TcpCmFlowSpec::deserialize(rest)
+                .map_err(|e| ctx.invalid(&field, format!("tcp-cm flow: {}", e.message())))?;
+            super::cm::tcp_cm_flow(ctx, &field, &spec)?
+        }
+        "cm-audio" => {
+            let spec = CmAudioFlowSpec::deserialize(rest)
+                .map_err(|e| ctx.invalid(&field, format!("cm-audio flow: {}", e.message())))?;
+            super::cm::cm_audio_flow(ctx, &field, &spec)?
+        }
+        "cm-udp" => {
+            let spec = CmUdpFlowSpec::deserialize(rest)
+                .map_err(|e| ctx.invalid(&field, format!("cm-udp flow: {}", e.message())))?;
+            super::cm::cm_udp_flow(ctx, &field, &spec)?
+        }
         other => {
             return Err(ctx.invalid(
                 format!("{field}.type"),
-                format!("unknown flow type {other:?}; known types are \"tcp\" and \"cbr\""),
+                format!(
+                    "unknown flow type {other:?}; known types are \"tcp\", \"cbr\", \"tcp-cm\", \
+                     \"cm-audio\" and \"cm-udp\""
+                ),
             ));
         }
     };
@@ -439,7 +463,7 @@ fn flow(
     })
 }
 
-fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowType, ScenarioError> {
+pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowType, ScenarioError> {
     let mut config = TcpConfig::default();
     if let Some(mss) = s.mss {
         if !(64..=9000).contains(&mss) {

@@ -5,6 +5,7 @@
 //! The schema is documented on [`schema::ScenarioFile`]; `experiments/` holds examples.
 
 mod build;
+mod cm;
 pub mod schema;
 
 use crate::agents::cbr::{CbrReceiver, CbrSender};
@@ -16,6 +17,7 @@ use crate::topology::DumbbellSpec;
 use crate::trace::TraceError;
 use crate::world::{FlowSpec, World, WorldError};
 use adaptnet_core::Time;
+use adaptnet_core::cm::CmConfig;
 use adaptnet_core::tcp::TcpConfig;
 use std::path::Path;
 use std::time::Duration;
@@ -91,6 +93,8 @@ pub struct Scenario {
     pub flows: Vec<FlowDef>,
     /// Duplex links to capture.
     pub pcap: Vec<String>,
+    /// The Congestion Manager of every host with CM flows (the `[cm]` table).
+    pub cm: CmConfig,
 }
 
 /// A validated topology.
@@ -181,6 +185,33 @@ pub enum FlowType {
         /// UDP payload bytes per datagram.
         packet_bytes: u32,
     },
+    /// TCP/CM: TCP whose congestion control is its host's CM (papers/003 §3.2.1).
+    TcpCm {
+        /// Bytes to send (`None`: until stopped).
+        bytes: Option<u64>,
+        /// Stream configuration.
+        config: TcpConfig,
+        /// Scheduler weight in its macroflow.
+        weight: f64,
+    },
+    /// The layered audio server over UDP, using only the CM (papers/003 §3.2.2).
+    CmAudio {
+        /// Encodings, bit/s, ascending.
+        encodings_bps: Vec<u64>,
+        /// UDP payload bytes per packet.
+        packet_bytes: u32,
+        /// Scheduler weight in its macroflow.
+        weight: f64,
+    },
+    /// A greedy UDP sender on the CM's request/notify API with probe feedback.
+    CmUdp {
+        /// Bytes to send (`None`: until stopped).
+        bytes: Option<u64>,
+        /// UDP payload bytes per datagram.
+        packet_bytes: u32,
+        /// Scheduler weight in its macroflow.
+        weight: f64,
+    },
 }
 
 impl FlowType {
@@ -189,6 +220,9 @@ impl FlowType {
         match self {
             FlowType::Tcp { .. } => "tcp",
             FlowType::Cbr { .. } => "cbr",
+            FlowType::TcpCm { .. } => "tcp-cm",
+            FlowType::CmAudio { .. } => "cm-audio",
+            FlowType::CmUdp { .. } => "cm-udp",
         }
     }
 }
@@ -270,9 +304,13 @@ impl Scenario {
                 }
             }
         }
+        let mut cm_hosts = cm::CmHosts::new(self.cm.clone());
         for (i, f) in self.flows.iter().enumerate() {
-            self.add_flow(&mut world, i, f).map_err(wrap)?;
+            self.add_flow(&mut world, &mut cm_hosts, i, f)
+                .map_err(wrap)?;
         }
+        // After the flows: each host's CM agent must be polled after its flows.
+        cm_hosts.install(&mut world).map_err(wrap)?;
         for name in &self.pcap {
             world.capture(name).map_err(wrap)?;
         }
@@ -280,7 +318,13 @@ impl Scenario {
         Ok(world)
     }
 
-    fn add_flow(&self, world: &mut World, index: usize, f: &FlowDef) -> Result<(), WorldError> {
+    fn add_flow(
+        &self,
+        world: &mut World,
+        cm_hosts: &mut cm::CmHosts,
+        index: usize,
+        f: &FlowDef,
+    ) -> Result<(), WorldError> {
         let missing = |n: &str| WorldError::NoRoute {
             from: n.to_string(),
             to: n.to_string(),
@@ -300,39 +344,44 @@ impl Scenario {
         };
         // Initial sequence numbers come from the seed, like a real stack's random ISNs.
         let isn = world.derive_seed(0x4953_4e00 + index as u64) as u32;
-        let (sender, receiver): (Box<dyn crate::agent::Agent>, Box<dyn crate::agent::Agent>) =
-            match &f.kind {
-                FlowType::Tcp { bytes, config } => (
-                    Box::new(TcpSender::newreno(
-                        local,
-                        remote,
-                        config.clone(),
-                        *bytes,
-                        isn,
-                    )),
-                    Box::new(TcpReceiver::new(
-                        remote,
-                        local,
-                        config.clone(),
-                        isn ^ 0x5555_5555,
-                    )),
-                ),
-                FlowType::Cbr {
-                    rate_bytes_per_s,
-                    packet_bytes,
-                } => (
-                    Box::new(CbrSender::new(
-                        local,
-                        remote,
-                        *rate_bytes_per_s,
-                        *packet_bytes,
-                    )),
-                    Box::new(CbrReceiver::new()),
-                ),
-            };
-        let proto = match f.kind {
-            FlowType::Tcp { .. } => Proto::Tcp,
-            FlowType::Cbr { .. } => Proto::Udp,
+        type Agents = (
+            Box<dyn crate::agent::Agent>,
+            Box<dyn crate::agent::Agent>,
+            Proto,
+        );
+        let (sender, receiver, proto): Agents = match &f.kind {
+            FlowType::Tcp { bytes, config } => (
+                Box::new(TcpSender::newreno(
+                    local,
+                    remote,
+                    config.clone(),
+                    *bytes,
+                    isn,
+                )),
+                Box::new(TcpReceiver::new(
+                    remote,
+                    local,
+                    config.clone(),
+                    isn ^ 0x5555_5555,
+                )),
+                Proto::Tcp,
+            ),
+            FlowType::Cbr {
+                rate_bytes_per_s,
+                packet_bytes,
+            } => (
+                Box::new(CbrSender::new(
+                    local,
+                    remote,
+                    *rate_bytes_per_s,
+                    *packet_bytes,
+                )),
+                Box::new(CbrReceiver::new()),
+                Proto::Udp,
+            ),
+            other => cm_hosts
+                .agents(other, local, remote, isn)
+                .ok_or_else(|| missing(&f.from))?,
         };
         let s = world.add_agent(src, proto, local.port, sender)?;
         let r = world.add_agent(dst, proto, remote.port, receiver)?;

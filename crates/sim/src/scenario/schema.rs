@@ -16,9 +16,12 @@
 //! queue_packets = 8           # or queue_bytes
 //!
 //! [[flows]]
-//! type = "tcp"                # "tcp" | "cbr"
+//! type = "tcp"                # "tcp" | "cbr" | "tcp-cm" | "cm-audio" | "cm-udp"
 //! from = "s0"
 //! to = "r0"
+//!
+//! [cm]                        # optional: every host's Congestion Manager (papers/003)
+//! mtu_bytes = 1000            # grant size; default: the largest tcp-cm mss, else 1460
 //! ```
 
 use serde::Deserialize;
@@ -45,6 +48,8 @@ pub struct ScenarioFile {
     /// Extra outputs.
     #[serde(default)]
     pub outputs: OutputsSpec,
+    /// The Congestion Manager of every host with CM flows (`tcp-cm`, `cm-audio`, `cm-udp`).
+    pub cm: Option<CmSpec>,
 }
 
 /// Which topology, with its parameters.
@@ -198,7 +203,7 @@ pub struct ReorderSpec {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FlowCommon {
-    /// Flow type: `tcp` or `cbr`.
+    /// Flow type: `tcp`, `cbr`, `tcp-cm`, `cm-audio` or `cm-udp`.
     #[serde(rename = "type")]
     pub kind: String,
     /// Name in reports (default `<type><index>`).
@@ -243,6 +248,67 @@ pub struct CbrFlowSpec {
     pub rate_mbps: Option<f64>,
     /// UDP payload bytes per datagram (default 1000).
     pub packet_bytes: Option<u32>,
+}
+
+/// `tcp-cm` flow parameters: TCP whose congestion control is its host's CM (papers/003
+/// §3.2.1). The keys of `tcp`, plus the flow's scheduler weight.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TcpCmFlowSpec {
+    /// Bytes to transfer (default: unlimited until `stop_s`).
+    pub bytes: Option<u64>,
+    /// Segment payload size (default 1460).
+    pub mss: Option<u16>,
+    /// Delayed-ACK timeout in ms (default: off).
+    pub delayed_ack_ms: Option<f64>,
+    /// Minimum RTO in ms (default 1000).
+    pub rto_min_ms: Option<f64>,
+    /// Receive buffer in bytes (default 4 MiB).
+    pub recv_buffer_bytes: Option<u64>,
+    /// Weight in the macroflow's scheduler (papers/003 §2.4; default 1).
+    pub weight: Option<f64>,
+}
+
+/// `cm-audio` flow parameters: the layered audio server over UDP (papers/003 §3.2.2, §4.2).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmAudioFlowSpec {
+    /// Available encodings in kbit/s (default: the paper's 10, 20, 40, 80, 160, 320).
+    pub encodings_kbps: Option<Vec<f64>>,
+    /// UDP payload bytes per packet (default 1000, the paper's "1KB").
+    pub packet_bytes: Option<u32>,
+    /// Weight in the macroflow's scheduler (default 1).
+    pub weight: Option<f64>,
+}
+
+/// `cm-udp` flow parameters: a greedy sender on the CM's request/app_notify/notify API with
+/// probe feedback (papers/003 §3.1, §2.2.2).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmUdpFlowSpec {
+    /// Bytes to send (default: unlimited until `stop_s`).
+    pub bytes: Option<u64>,
+    /// UDP payload bytes per datagram (default 1000).
+    pub packet_bytes: Option<u32>,
+    /// Weight in the macroflow's scheduler (default 1).
+    pub weight: Option<f64>,
+}
+
+/// The `[cm]` table: parameters of every host's Congestion Manager (see
+/// `adaptnet_core::cm::CmConfig`).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CmSpec {
+    /// Grant size and AIMD unit, bytes (default: the largest `tcp-cm` mss, else 1460).
+    pub mtu_bytes: Option<u64>,
+    /// Token-bucket depth, bytes (default 2 × mtu_bytes).
+    pub burst_bytes: Option<u64>,
+    /// Probes per smoothed RTT (default 2; papers/003 §2.2.1).
+    pub probes_per_rtt: Option<f64>,
+    /// Exponential-aging half-life: `"min-rtt"` (default, the paper's) or `"srtt"`.
+    pub aging_half_life: Option<String>,
+    /// RTT assumed before the first sample, ms (default 1000).
+    pub initial_rtt_ms: Option<f64>,
 }
 
 /// Extra outputs.

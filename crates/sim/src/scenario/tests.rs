@@ -133,3 +133,133 @@ fn errors_never_panic_on_garbage() {
         assert!(parse(text).is_err(), "{text:?}");
     }
 }
+
+const CM: &str = r#"
+duration_s = 10
+[topology]
+kind = "dumbbell"
+pairs = 2
+[topology.bottleneck]
+bandwidth_kbps = 500
+delay_ms = 60
+queue_packets = 20
+[cm]
+probes_per_rtt = 4
+aging_half_life = "srtt"
+[[flows]]
+type = "tcp-cm"
+from = "s0"
+to = "r0"
+mss = 1000
+weight = 2
+[[flows]]
+type = "cm-audio"
+from = "s0"
+to = "r0"
+encodings_kbps = [16, 32, 64]
+[[flows]]
+type = "cm-udp"
+from = "s0"
+to = "r1"
+packet_bytes = 500
+"#;
+
+#[test]
+fn cm_flow_types_load_with_their_parameters_and_run() {
+    let s = parse(CM).expect("valid");
+    assert_eq!(s.flows[0].name, "tcp-cm0");
+    assert!(matches!(
+        s.flows[0].kind,
+        FlowType::TcpCm { weight: 2.0, ref config, .. } if config.mss == 1000
+    ));
+    assert!(matches!(
+        &s.flows[1].kind,
+        FlowType::CmAudio { encodings_bps, packet_bytes: 1000, weight: 1.0 }
+            if encodings_bps == &vec![16_000, 32_000, 64_000]
+    ));
+    assert!(matches!(
+        s.flows[2].kind,
+        FlowType::CmUdp {
+            bytes: None,
+            packet_bytes: 500,
+            ..
+        }
+    ));
+    // The MTU defaults to the largest tcp-cm MSS; the burst to two of them.
+    assert_eq!(s.cm.mtu_bytes, 1000);
+    assert_eq!(s.cm.burst_bytes, 2000);
+    assert_eq!(s.cm.probes_per_rtt, 4.0);
+    assert_eq!(s.cm.aging_half_life, adaptnet_core::cm::AgingHalfLife::Srtt);
+    let r = s.run(1, &mut |_| {}).expect("runs").results;
+    let kinds: Vec<&str> = r.flows.iter().map(|f| f.kind.as_str()).collect();
+    assert_eq!(kinds, ["tcp-cm", "cm-audio", "cm-udp"]);
+    assert!(
+        r.flows.iter().all(|f| f.bytes_delivered > 0),
+        "{:?}",
+        r.flows
+    );
+    // s0 talks to two destinations: two macroflows, and r1 answered probes too.
+    assert!(r.flows[2].counters["cm_host_probes_sent"] > 0.0);
+}
+
+#[test]
+fn bad_cm_values_are_named() {
+    expect_invalid(
+        &CM.replace("weight = 2", "weight = -1"),
+        "flows[0].weight",
+        "[1e-6, 1e6]",
+    );
+    expect_invalid(
+        &CM.replace("aging_half_life = \"srtt\"", "aging_half_life = \"mean\""),
+        "cm.aging_half_life",
+        "\"min-rtt\" or \"srtt\"",
+    );
+    expect_invalid(
+        &CM.replace("probes_per_rtt = 4", "probes_per_rtt = 0"),
+        "cm.probes_per_rtt",
+        "[0.1, 100]",
+    );
+    expect_invalid(
+        &CM.replace("probes_per_rtt = 4", "mtu_bytes = 10"),
+        "cm.mtu_bytes",
+        "64..=65535",
+    );
+    expect_invalid(
+        &CM.replace("[16, 32, 64]", "[16, -32]"),
+        "flows[1].encodings_kbps[1]",
+        "> 0",
+    );
+    expect_invalid(
+        &CM.replace("[16, 32, 64]", "[]"),
+        "flows[1].encodings_kbps",
+        "at least one",
+    );
+    expect_invalid(
+        &CM.replace("packet_bytes = 500", "packet_bytes = 4"),
+        "flows[2].packet_bytes",
+        "12..=65507",
+    );
+    expect_invalid(
+        &CM.replace("mss = 1000\nweight = 2", "mss = 10"),
+        "flows[0].mss",
+        "64..=9000",
+    );
+    expect_invalid(
+        &CM.replace("weight = 2", "wieght = 2"),
+        "flows[0]",
+        "wieght",
+    );
+    match parse(&CM.replace("probes_per_rtt = 4", "probes_per_rt = 4")) {
+        Err(ScenarioError::Parse { message, .. }) => assert!(message.contains("probes_per_rt")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unknown_flow_type_lists_the_cm_types() {
+    expect_invalid(
+        &CM.replace("type = \"cm-udp\"", "type = \"cm\""),
+        "flows[2].type",
+        "\"tcp-cm\", \"cm-audio\" and \"cm-udp\"",
+    );
+}
