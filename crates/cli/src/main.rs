@@ -32,7 +32,7 @@ enum Command {
         /// Seed (default: the scenario's).
         #[arg(long)]
         seed: Option<u64>,
-        /// Output directory (default: out/<scenario name>).
+        /// Output directory (default: out/SCENARIO-NAME).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -55,7 +55,7 @@ enum Command {
         /// Shorter runs, for a quick look (not comparable with the paper).
         #[arg(long)]
         quick: bool,
-        /// Output directory (default: out/<name>).
+        /// Output directory (default: out/NAME).
         #[arg(long)]
         out: Option<PathBuf>,
         /// The experiments directory.

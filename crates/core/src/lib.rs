@@ -19,6 +19,8 @@
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
 //! - [`wire`]: shared helpers for checked wire parsing.
 
+#![deny(missing_docs)]
+
 pub mod atp;
 pub mod cbr;
 pub mod cc;

@@ -5,6 +5,8 @@
 //! terminal (each paper figure or table beside ours), and files (CSV, JSON, SVG) for the
 //! output directory. `adaptnet exp <name>` runs one; `adaptnet exp list` lists them.
 
+#![deny(missing_docs)]
+
 pub mod bench;
 pub mod cm;
 pub mod report;

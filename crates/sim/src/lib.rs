@@ -13,6 +13,8 @@
 //! - [`pcap`]: packet captures; [`scenario`]: TOML scenario files;
 //! - [`validation`]: the checks of the simulator and NewReno against known results.
 
+#![deny(missing_docs)]
+
 pub mod agent;
 pub mod agents;
 pub mod link;
