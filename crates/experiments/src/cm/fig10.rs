@@ -8,7 +8,7 @@
 
 use super::plot::steps;
 use super::{flow, jitter_starts, json, kbps, mean, scenario, seeds};
-use crate::report::plot::{Series, line_chart};
+use crate::report::plot::{Series, line_chart, line_chart_of};
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
@@ -156,14 +156,12 @@ fn plots(run: &Fig10Run, r: &RunResults) -> Result<(Vec<u8>, Vec<u8>), ExpError>
             .collect::<Vec<_>>();
         series.push((name, pts));
     }
-    let lines: Vec<Series> = series
-        .iter()
-        .map(|(label, points)| Series {
-            label,
-            points: points.clone(),
-        })
-        .collect();
-    let tput = line_chart("Fig. 10: throughput per flow", "time (s)", "kbit/s", &lines)?;
+    let tput = line_chart_of(
+        "Fig. 10: throughput per flow",
+        "time (s)",
+        "kbit/s",
+        &series,
+    )?;
     Ok((enc.into_bytes(), tput.into_bytes()))
 }
 

@@ -4,7 +4,7 @@
 //! traces. Base scenario: `experiments/cm/fig6.toml`.
 
 use super::{flow, json, mean, run, scenario, seeds, sequence_trace};
-use crate::report::plot::{Series, line_chart};
+use crate::report::plot::line_chart_of;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
@@ -144,20 +144,13 @@ impl Experiment for Fig6 {
             "fig6-summary",
             t,
         );
-        let lines: Vec<Series> = traces
-            .iter()
-            .map(|(label, points)| Series {
-                label,
-                points: points.clone(),
-            })
-            .collect();
         report.file(
             "fig6-seq.svg",
-            line_chart(
+            line_chart_of(
                 "Fig. 6: sequence traces, aging half-life = srtt vs min RTT",
                 "time (s)",
                 "data delivered (kB)",
-                &lines,
+                &traces,
             )?
             .into_bytes(),
         );

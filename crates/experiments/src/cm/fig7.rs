@@ -5,7 +5,7 @@
 //! the macroflow's throughput against their weights.
 
 use super::{json, run, scenario, seeds};
-use crate::report::plot::{Series, line_chart};
+use crate::report::plot::line_chart_of;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_sim::metrics::{RunResults, jain_index};
@@ -117,14 +117,7 @@ fn rate_plot(r: &RunResults, title: &str) -> Result<Vec<u8>, ExpError> {
             (f.name.clone(), pts)
         })
         .collect();
-    let lines: Vec<Series> = series
-        .iter()
-        .map(|(label, points)| Series {
-            label,
-            points: points.clone(),
-        })
-        .collect();
-    Ok(line_chart(title, "time (s)", "throughput (kbit/s)", &lines)?.into_bytes())
+    Ok(line_chart_of(title, "time (s)", "throughput (kbit/s)", &series)?.into_bytes())
 }
 
 impl Experiment for Fig7 {

@@ -10,7 +10,7 @@
 use super::{
     flow, jitter_starts, json, kbps, mean, run, scenario, seeds, sequence_trace, transfer_bps,
 };
-use crate::report::plot::{Series, line_chart};
+use crate::report::plot::line_chart_of;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
@@ -122,14 +122,7 @@ fn seq_plot(r: &RunResults, title: &str) -> Result<Vec<u8>, ExpError> {
         trace.retain(|p| p.0 <= end + 5.0);
         series.push((name, trace));
     }
-    let lines: Vec<Series> = series
-        .iter()
-        .map(|(label, points)| Series {
-            label,
-            points: points.clone(),
-        })
-        .collect();
-    Ok(line_chart(title, "time (s)", "data delivered (kB)", &lines)?.into_bytes())
+    Ok(line_chart_of(title, "time (s)", "data delivered (kB)", &series)?.into_bytes())
 }
 
 impl Experiment for Fig9 {

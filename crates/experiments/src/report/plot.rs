@@ -74,6 +74,23 @@ pub fn line_chart(
     Ok(svg)
 }
 
+/// [`line_chart`] for series given as `(label, points)` pairs.
+pub fn line_chart_of<L: AsRef<str>>(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(L, Vec<(f64, f64)>)],
+) -> Result<String, ReportError> {
+    let lines: Vec<Series> = series
+        .iter()
+        .map(|(label, points)| Series {
+            label: label.as_ref(),
+            points: points.clone(),
+        })
+        .collect();
+    line_chart(title, x_label, y_label, &lines)
+}
+
 /// A grouped bar chart: one group per category, one bar per series within each group.
 pub struct Bars<'a> {
     /// Category labels (x axis groups).
