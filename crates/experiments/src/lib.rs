@@ -6,6 +6,7 @@
 //! output directory. `adaptnet exp <name>` runs one; `adaptnet exp list` lists them.
 
 pub mod bench;
+pub mod nai;
 pub mod report;
 
 use report::OutputFile;
@@ -107,7 +108,11 @@ pub trait Experiment {
 
 /// Every experiment, in the order `adaptnet exp list` shows them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    Vec::new()
+    vec![
+        Box::new(nai::bulk::Bulk),
+        Box::new(nai::table1::Table1),
+        Box::new(nai::table2::Table2),
+    ]
 }
 
 /// The experiment with this name.

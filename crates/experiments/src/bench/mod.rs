@@ -1,6 +1,7 @@
 //! Benchmarks: speed and scale measured in release builds and reported as ratios against a
 //! baseline taken in the same run (never as timed assertions in tests).
 
+mod nai;
 mod sim;
 
 use crate::{ExpError, Report};
@@ -27,7 +28,7 @@ pub trait Benchmark {
 
 /// Every benchmark.
 pub fn all() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(sim::SimSpeed)]
+    vec![Box::new(sim::SimSpeed), Box::new(nai::NaiSpeed)]
 }
 
 /// The benchmark with this name.
