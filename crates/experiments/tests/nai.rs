@@ -176,8 +176,24 @@ fn test_oracle_at_least_atp_on_high_priority_under_contention() {
             .iter()
             .find(|w| w.name == name)
             .expect("workload");
-        let atp = run_cell(&tb, w, Implementation::Atp, 1, p.duration_s, p.drain_s).unwrap();
-        let oracle = run_cell(&tb, w, Implementation::Oracle, 1, p.duration_s, p.drain_s).unwrap();
+        let atp = run_cell(
+            &tb,
+            w,
+            Implementation::Atp,
+            1,
+            p.duration_s,
+            (p.drain_s, p.max_drain_s),
+        )
+        .unwrap();
+        let oracle = run_cell(
+            &tb,
+            w,
+            Implementation::Oracle,
+            1,
+            p.duration_s,
+            (p.drain_s, p.max_drain_s),
+        )
+        .unwrap();
         let (a, o) = (atp.tallies[0].fraction(), oracle.tallies[0].fraction());
         assert!(o >= a, "{name}: oracle {o} < ATP {a}");
     }
@@ -197,7 +213,7 @@ fn test_every_message_has_exactly_one_outcome_for_every_implementation() {
         .copied()
         .chain([Implementation::AtpTcp]);
     for imp in imps {
-        let c = run_cell(&tb, w, imp, 2, p.duration_s, p.drain_s).unwrap();
+        let c = run_cell(&tb, w, imp, 2, p.duration_s, (p.drain_s, p.max_drain_s)).unwrap();
         let total: u64 = c.tallies.iter().map(|t| t.total).sum();
         let pending: u64 = c.tallies.iter().map(|t| t.pending).sum();
         assert_eq!(total, 600, "{imp:?}");
@@ -216,8 +232,24 @@ fn test_reduced_table2_atp_beats_naitcp_on_high_priority() {
             .iter()
             .find(|w| w.name == name)
             .expect("workload");
-        let atp = run_cell(&tb, w, Implementation::Atp, 1, p.duration_s, p.drain_s).unwrap();
-        let tcp = run_cell(&tb, w, Implementation::NaiTcp, 1, p.duration_s, p.drain_s).unwrap();
+        let atp = run_cell(
+            &tb,
+            w,
+            Implementation::Atp,
+            1,
+            p.duration_s,
+            (p.drain_s, p.max_drain_s),
+        )
+        .unwrap();
+        let tcp = run_cell(
+            &tb,
+            w,
+            Implementation::NaiTcp,
+            1,
+            p.duration_s,
+            (p.drain_s, p.max_drain_s),
+        )
+        .unwrap();
         let (a, t) = (atp.tallies[0].fraction(), tcp.tallies[0].fraction());
         assert!(a >= t, "{name}: ATP {a} < NAI-TCP {t}");
     }

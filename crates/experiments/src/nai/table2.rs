@@ -13,7 +13,7 @@ use super::traces::{self, BuiltTrace};
 use super::workloads;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
-use adaptnet_core::nai::Outcome;
+use adaptnet_core::nai::{AdmissionScope, Outcome};
 use adaptnet_sim::agents::nai_app::{Ledger, ScheduledApp};
 use serde::Deserialize;
 
@@ -30,6 +30,9 @@ pub const IMPLEMENTATIONS: [Implementation; 6] = [
     Implementation::Oracle,
 ];
 
+/// The implementations rerun in the admission-scope ablation.
+pub const ABLATION: [Implementation; 2] = [Implementation::Atp, Implementation::Oracle];
+
 /// `experiments/nai/table2.params`.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -38,6 +41,9 @@ pub struct Table2Params {
     pub duration_s: f64,
     /// Extra time after the last submission for outcomes to settle.
     pub drain_s: f64,
+    /// If some message still has no outcome after `drain_s`, keep running (5 s at a time) up
+    /// to this long after the last submission.
+    pub max_drain_s: f64,
     /// Trials.
     pub seeds: Vec<u64>,
     /// The testbed.
@@ -122,25 +128,48 @@ pub fn tally(ledger: &Ledger, levels: u8) -> CellResult {
 }
 
 /// Runs `workload` (trial `seed`) on `implementation` over `testbed` for `duration_s` plus
-/// `drain_s`.
+/// `drain.0`, and on while messages lack an outcome, up to `drain.1` after `duration_s`.
 pub fn run_cell(
     testbed: &Testbed,
     workload: &WorkloadParams,
     implementation: Implementation,
     seed: u64,
     duration_s: f64,
-    drain_s: f64,
+    drain: (f64, f64),
+) -> Result<CellResult, ExpError> {
+    let scope = AdmissionScope::default();
+    run_cell_with(
+        testbed,
+        workload,
+        implementation,
+        seed,
+        duration_s,
+        drain,
+        scope,
+    )
+}
+
+/// [`run_cell`] with ATP's admission control protecting `scope` (an ablation).
+pub fn run_cell_with(
+    testbed: &Testbed,
+    workload: &WorkloadParams,
+    implementation: Implementation,
+    seed: u64,
+    duration_s: f64,
+    (drain_s, max_drain_s): (f64, f64),
+    scope: AdmissionScope,
 ) -> Result<CellResult, ExpError> {
     let msgs = workloads::messages(workload, seed)?;
     let app = Box::new(ScheduledApp::new(msgs));
-    let mut run = Run::new(
-        testbed,
-        implementation,
-        atp_config(workload.levels, 1),
-        app,
-        seed,
-    )?;
+    let mut config = atp_config(workload.levels, 1);
+    config.nai.admission = scope;
+    let mut run = Run::new(testbed, implementation, config, app, seed)?;
     run.run_until(Time::from_secs_f64(duration_s + drain_s));
+    let mut t = duration_s + drain_s;
+    while t < duration_s + max_drain_s && run.ledger().is_some_and(|l| l.pending() > 0) {
+        t += 5.0;
+        run.run_until(Time::from_secs_f64(t));
+    }
     let live = run.finish();
     let ledger = run
         .ledger()
@@ -213,7 +242,8 @@ impl Experiment for Table2 {
                 Err(note) => notes.push(note),
             }
         }
-        let total = (built.len() * p.workloads.len() * IMPLEMENTATIONS.len() * seeds.len()) as f64;
+        let total = (built.len() * p.workloads.len() * IMPLEMENTATIONS.len() * seeds.len()) as f64
+            + (p.workloads.len() * ABLATION.len() * seeds.len()) as f64;
         let mut done = 0.0;
         let mut results = Vec::new();
         for trace in built {
@@ -224,7 +254,8 @@ impl Experiment for Table2 {
                 for imp in IMPLEMENTATIONS {
                     let mut trials = Vec::new();
                     for &seed in &seeds {
-                        trials.push(run_cell(&testbed, w, imp, seed, p.duration_s, p.drain_s)?);
+                        let drain = (p.drain_s, p.max_drain_s);
+                        trials.push(run_cell(&testbed, w, imp, seed, p.duration_s, drain)?);
                         done += 1.0;
                         progress(done / total);
                     }
@@ -234,6 +265,33 @@ impl Experiment for Table2 {
             }
             results.push(TraceResults { trace, cells });
         }
-        table2_report::report(&p, &seeds, &results, &notes)
+        // Ablation on the first trace: admission control protecting every level (the literal
+        // reading of §3.3) instead of the newcomer's level only.
+        let mut ablation = Vec::new();
+        if let (false, Some(first)) = (opts.quick, results.first()) {
+            let testbed = Testbed::new(&p.testbed, first.trace.bandwidth.clone(), file)?;
+            for w in &p.workloads {
+                let mut row = Vec::new();
+                for imp in ABLATION {
+                    let mut trials = Vec::new();
+                    for &seed in &seeds {
+                        let drain = (p.drain_s, p.max_drain_s);
+                        let scope = AdmissionScope::AllLevels;
+                        trials.push(run_cell_with(
+                            &testbed,
+                            w,
+                            imp,
+                            seed,
+                            p.duration_s,
+                            drain,
+                            scope,
+                        )?);
+                    }
+                    row.push(trials);
+                }
+                ablation.push(row);
+            }
+        }
+        table2_report::report(&p, &seeds, &results, &ablation, &notes)
     }
 }

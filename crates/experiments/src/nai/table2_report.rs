@@ -3,7 +3,9 @@
 
 use super::net::Implementation;
 use super::params::KB;
-use super::table2::{CellResult, IMPLEMENTATIONS, Table2Params, TraceResults, mean_fraction};
+use super::table2::{
+    ABLATION, CellResult, IMPLEMENTATIONS, Table2Params, TraceResults, mean_fraction,
+};
 use super::traces;
 use super::workloads::level_name;
 use crate::report::plot::{Bars, Series, bar_chart, line_chart};
@@ -207,11 +209,43 @@ fn claims(p: &Table2Params, r: &TraceResults) -> String {
     out
 }
 
+fn ablation_table(p: &Table2Params, r: &TraceResults, ablation: &[Vec<Vec<CellResult>>]) -> Table {
+    let mut header = vec!["workload".to_string(), "priority".to_string()];
+    for imp in ABLATION {
+        header.push(format!("{} same-level %", imp.label()));
+        header.push(format!("{} all-levels %", imp.label()));
+    }
+    let mut t = Table::new(header);
+    for (wi, w) in p.workloads.iter().enumerate() {
+        for level in 0..usize::from(w.levels) {
+            let used = r.cells[wi][0]
+                .first()
+                .and_then(|c| c.tallies.get(level))
+                .is_some_and(|t| t.total > 0);
+            if !used {
+                continue;
+            }
+            let mut row = vec![
+                w.name.clone(),
+                level_name(Priority(level as u8), w.levels).to_string(),
+            ];
+            for (ai, imp) in ABLATION.iter().enumerate() {
+                row.push(pct(fraction(r, wi, *imp, level)));
+                let cells = ablation.get(wi).and_then(|x| x.get(ai));
+                row.push(pct(cells.map_or(0.0, |c| mean_fraction(c, level))));
+            }
+            t.row(row);
+        }
+    }
+    t
+}
+
 /// Builds the report.
 pub fn report(
     p: &Table2Params,
     seeds: &[u64],
     results: &[TraceResults],
+    ablation: &[Vec<Vec<CellResult>>],
     notes: &[String],
 ) -> Result<Report, ExpError> {
     let mut report = Report::default();
@@ -293,6 +327,17 @@ pub fn report(
                 live += cells.iter().map(|c| c.live_at_end).sum::<usize>();
             }
         }
+    }
+    if let (false, Some(first)) = (ablation.is_empty(), results.first()) {
+        report.table(
+            format!(
+                "ablation on trace {}: admission protecting every level (literal §3.3) vs the \
+                 newcomer's level only (default), % on time",
+                first.trace.name
+            ),
+            "table2-ablation-admission",
+            ablation_table(p, first, ablation),
+        );
     }
     report.file(
         "table2-outcomes.csv",
