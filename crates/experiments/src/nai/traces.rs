@@ -37,7 +37,7 @@ pub struct BuiltTrace {
     pub mean_bytes_per_s: f64,
 }
 
-/// Builds a trace; `Ok(None)` for an optional file trace that is absent (with the reason).
+/// Builds a trace; `Ok(Err(note))` for an optional file trace that is absent (the note says why).
 pub fn build(
     params: &TraceParams,
     repo_root: &Path,
