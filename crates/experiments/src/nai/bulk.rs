@@ -381,6 +381,17 @@ impl Experiment for Bulk {
     fn run(&self, opts: &ExpOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, ExpError> {
         let p: BulkParams = params::load(&opts.experiments_dir, PARAMS)?;
         let rate = params::positive(p.rate_kbytes_per_s, "rate_kbytes_per_s", PARAMS)? * KB;
+        params::positive(p.time_limit_factor, "time_limit_factor", PARAMS)?;
+        for (field, v) in [
+            ("total_bytes", p.total_bytes),
+            ("quick_total_bytes", p.quick_total_bytes),
+        ] {
+            if v == 0 || v > 1 << 32 {
+                return Err(ExpError::Input(format!(
+                    "{PARAMS}: field {field}: must be 1 byte to 4 GiB, got {v}"
+                )));
+            }
+        }
         let (sizes, total) = if opts.quick {
             (p.quick_sizes_bytes.clone(), p.quick_total_bytes)
         } else {

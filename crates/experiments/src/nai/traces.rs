@@ -37,12 +37,91 @@ pub struct BuiltTrace {
     pub mean_bytes_per_s: f64,
 }
 
+/// Longest trace generated or read, in seconds (bounds the work of a bad parameter file).
+pub const MAX_DURATION_S: f64 = 86_400.0;
+
+fn bad(trace: &str, field: &str, why: &str) -> ExpError {
+    ExpError::Input(format!("trace {trace}: field {field}: {why}"))
+}
+
+fn check_range(trace: &str, field: &str, v: f64, lo: f64, hi: f64) -> Result<(), ExpError> {
+    if v.is_finite() && (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(bad(
+            trace,
+            field,
+            &format!("must be within [{lo}, {hi}], got {v}"),
+        ))
+    }
+}
+
+/// Checks a trace's parameters; errors name the trace and the field.
+pub fn validate(params: &TraceParams, duration_s: f64) -> Result<(), ExpError> {
+    let name = params.name();
+    check_range(name, "duration_s", duration_s, 0.001, MAX_DURATION_S)?;
+    match params {
+        TraceParams::PiecewiseLinear { points, step_s, .. } => {
+            check_range(name, "step_s", *step_s, 0.001, MAX_DURATION_S)?;
+            if points.is_empty() {
+                return Err(bad(
+                    name,
+                    "points",
+                    "needs at least one [time_s, KB/s] pair",
+                ));
+            }
+            for (i, w) in points.iter().enumerate() {
+                check_range(name, "points (time)", w[0], 0.0, MAX_DURATION_S)?;
+                check_range(name, "points (KB/s)", w[1], 0.0, 1e9)?;
+                if i > 0 && w[0] < points[i - 1][0] {
+                    return Err(bad(name, "points", "times must not decrease"));
+                }
+            }
+        }
+        TraceParams::RandomWalk(w) => {
+            check_range(name, "duration_s", w.duration_s, 0.001, MAX_DURATION_S)?;
+            check_range(name, "step_s", w.step_s, 0.001, w.duration_s)?;
+            check_range(
+                name,
+                "median_kbytes_per_s",
+                w.median_kbytes_per_s,
+                0.001,
+                1e9,
+            )?;
+            check_range(name, "sigma", w.sigma, 0.0, 10.0)?;
+            check_range(name, "reversion", w.reversion, 0.0, 1.0)?;
+            check_range(name, "max_kbytes_per_s", w.max_kbytes_per_s, 0.0, 1e9)?;
+            check_range(
+                name,
+                "min_kbytes_per_s",
+                w.min_kbytes_per_s,
+                0.0,
+                w.max_kbytes_per_s,
+            )?;
+            check_range(name, "outage_probability", w.outage_probability, 0.0, 1.0)?;
+            check_range(name, "outage_max_s", w.outage_max_s, 0.0, MAX_DURATION_S)?;
+            check_range(name, "outage_min_s", w.outage_min_s, 0.0, w.outage_max_s)?;
+        }
+        TraceParams::MahimahiFile {
+            duration_s, scale, ..
+        } => {
+            check_range(name, "duration_s", *duration_s, 0.001, MAX_DURATION_S)?;
+            check_range(name, "scale", *scale, 1e-6, 1e3)?;
+        }
+        TraceParams::Constant { kbytes_per_s, .. } => {
+            check_range(name, "kbytes_per_s", *kbytes_per_s, 0.0, 1e9)?;
+        }
+    }
+    Ok(())
+}
+
 /// Builds a trace; `Ok(Err(note))` for an optional file trace that is absent (the note says why).
 pub fn build(
     params: &TraceParams,
     repo_root: &Path,
     duration_s: f64,
 ) -> Result<Result<BuiltTrace, String>, ExpError> {
+    validate(params, duration_s)?;
     let trace = match params {
         TraceParams::PiecewiseLinear {
             name,
@@ -259,6 +338,28 @@ mod tests {
         assert_eq!(o.iter().filter(|&&t| (1000..2000).contains(&t)).count(), 0);
         assert!((109..=110).contains(&(o.len() - 1)));
         assert_eq!(o.last(), Some(&3000));
+    }
+
+    #[test]
+    fn bad_parameters_name_the_trace_and_field() {
+        let t = TraceParams::PiecewiseLinear {
+            name: "x".into(),
+            points: vec![[0.0, 10.0], [5.0, f64::NAN]],
+            step_s: 1.0,
+        };
+        let e = validate(&t, 300.0).unwrap_err().to_string();
+        assert!(e.contains("trace x") && e.contains("points (KB/s)"), "{e}");
+        let t = TraceParams::PiecewiseLinear {
+            name: "y".into(),
+            points: vec![[0.0, 10.0]],
+            step_s: 0.0,
+        };
+        assert!(
+            validate(&t, 300.0)
+                .unwrap_err()
+                .to_string()
+                .contains("step_s")
+        );
     }
 
     #[test]

@@ -35,11 +35,11 @@ pub fn level_name(p: Priority, levels: u8) -> &'static str {
 }
 
 fn secs(s: f64, field: &str) -> Result<Duration, ExpError> {
-    if s.is_finite() && s >= 0.0 {
+    if s.is_finite() && (0.0..=1e6).contains(&s) {
         Ok(Duration::from_secs_f64(s))
     } else {
         Err(ExpError::Input(format!(
-            "field {field}: must be a finite number >= 0, got {s}"
+            "field {field}: must be a number of seconds in [0, 1e6], got {s}"
         )))
     }
 }
@@ -59,8 +59,19 @@ fn class(c: &ClassParams, levels: u8, rng: &mut SplitMix) -> Result<Vec<MessageS
         .collect())
 }
 
+/// Most messages a workload may define (bounds the memory of a bad parameter file).
+pub const MAX_MESSAGES: u64 = 1_000_000;
+
 /// The messages of workload `w` for trial `seed`, sorted by submission time.
 pub fn messages(w: &WorkloadParams, seed: u64) -> Result<Vec<MessageSpec>, ExpError> {
+    let n: u64 = w.classes.iter().map(|c| u64::from(c.n)).sum::<u64>()
+        + w.random.as_ref().map_or(0, |r| u64::from(r.n));
+    if n > MAX_MESSAGES {
+        return Err(ExpError::Input(format!(
+            "workload {}: {n} messages, more than the limit of {MAX_MESSAGES}",
+            w.name
+        )));
+    }
     let mut rng = SplitMix::new(seed, 0x776f_726b);
     let mut out = Vec::new();
     for c in &w.classes {
