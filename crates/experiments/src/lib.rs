@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod cm;
+pub mod nai;
 pub mod report;
 
 use report::OutputFile;
@@ -110,7 +111,11 @@ pub trait Experiment {
 
 /// Every experiment, in the order `adaptnet exp list` shows them.
 pub fn all() -> Vec<Box<dyn Experiment>> {
-    let mut v: Vec<Box<dyn Experiment>> = Vec::new();
+    let mut v: Vec<Box<dyn Experiment>> = vec![
+        Box::new(nai::bulk::Bulk),
+        Box::new(nai::table1::Table1),
+        Box::new(nai::table2::Table2),
+    ];
     v.extend(cm::all());
     v
 }

@@ -379,6 +379,23 @@ impl World {
         Ok(id)
     }
 
+    /// Binds one more `(proto, port)` on the agent's node to an existing agent, for agents
+    /// that own several connections (each with its own port). The agent tells its
+    /// connections apart by the packets' destination port.
+    pub fn add_port(&mut self, agent: AgentId, proto: Proto, port: u16) -> Result<(), WorldError> {
+        let node = self.agents[agent.0 as usize].node;
+        let n = &mut self.nodes[node.0 as usize];
+        if n.ports.iter().any(|(k, _)| *k == (proto, port)) {
+            return Err(WorldError::PortInUse {
+                node: n.name.clone(),
+                proto,
+                port,
+            });
+        }
+        n.ports.push(((proto, port), agent));
+        Ok(())
+    }
+
     /// Typed access to an agent.
     pub fn agent<T: Agent>(&self, id: AgentId) -> Option<&T> {
         self.agents

@@ -19,12 +19,15 @@
 //! The tuple is `(curbw, available)`: "the internal estimate and the estimate advertised to the
 //! application". Where the paper is silent or inconsistent (see `docs/design/nai.md`):
 //! * the third branch sets `curbw = used` — as printed, `curbw` could never rise;
+//! * the third branch ("usage rose") needs `used > curbw + MTU`; usage within one datagram of
+//!   `curbw` counts as unchanged and takes the staleness branch (see `on_tick`);
 //! * `staleness / polldelay` is integer division, as printed; a poll delay of 0 acts as 1;
 //! * "current estimate" in PROBE_SIZE is `curbw` before this update;
 //! * `available` is clamped at 0 in the backlog branch;
 //! * a packet-pair measurement replaces both values (§4.2, §4.3 "the estimate jumps sharply
 //!   due to a packet-pair measurement").
 
+use crate::time::Time;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -134,7 +137,12 @@ impl BandwidthEstimator {
             self.staleness = 0;
             let available = (used - f64::from(backlog_packets) * mtu).max(0.0);
             (used, available, Branch::Backlog)
-        } else if used < self.curbw {
+        } else if used <= self.curbw + mtu {
+            // "Staleness measures the number of seconds since the last point at which the
+            // estimate changed" (§4.2): usage within one datagram of `curbw` is no change, so
+            // the estimate grows stale and the probe grows. (As printed, `used < curbw`, a
+            // perfectly steady light load — exact ties, common in a deterministic simulator —
+            // resets staleness every second and the estimate sticks at 1.5x the usage.)
             self.staleness = self.staleness.saturating_add(1);
             let steps = self.staleness / self.config.poll_delay_s.max(1);
             (used, used + probe_size * f64::from(steps), Branch::Probe)
@@ -184,6 +192,112 @@ impl BandwidthEstimator {
     }
 }
 
+/// Runs the estimator "every second" (§4.2) from cumulative interface counters, for a
+/// transport that does not drive one itself (ATP over one TCP connection; [`super::AtpSender`]
+/// has its own tick). Like the SPP sender, it polls the receiver with a packet pair (SPP
+/// PROBE datagrams, answered by an [`SppReceiver`](crate::spp::SppReceiver)'s REPORT) at start
+/// and whenever the estimate is zero.
+///
+/// Call pattern: `handle_interface` whenever fresh counters are available; at
+/// `poll_timeout()`, `handle_timeout(now)` returns the new estimate to hand to NAI; send what
+/// `poll_probe` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
+/// may return a new estimate too.
+#[derive(Clone, Debug)]
+pub struct EstimatorClock {
+    estimator: BandwidthEstimator,
+    next_tick: Time,
+    total: Option<u64>,
+    at_tick: Option<u64>,
+    queue_packets: u32,
+    probe_id: u32,
+    probes_due: u8,
+    probe_bytes: u16,
+}
+
+impl EstimatorClock {
+    /// A clock whose first tick is one period after `now`; a packet pair of
+    /// `probe_bytes`-byte datagrams is due at once (the estimate starts at zero).
+    pub fn new(config: EstimatorConfig, now: Time, probe_bytes: u16) -> EstimatorClock {
+        let next_tick = now + config.tick.max(Duration::from_millis(1));
+        EstimatorClock {
+            estimator: BandwidthEstimator::new(config),
+            next_tick,
+            total: None,
+            at_tick: None,
+            queue_packets: 0,
+            probe_id: 1,
+            probes_due: 2,
+            probe_bytes,
+        }
+    }
+
+    /// The next packet-pair datagram to send, if one is due.
+    pub fn poll_probe(&mut self) -> Option<crate::spp::SppDatagram> {
+        if self.probes_due == 0 {
+            return None;
+        }
+        let repr = crate::spp::SppRepr::Probe(crate::spp::wire::ProbeHeader {
+            probe_id: self.probe_id,
+            index: 2 - self.probes_due,
+        });
+        self.probes_due -= 1;
+        let pad = usize::from(self.probe_bytes).saturating_sub(repr.buffer_len());
+        Some(crate::spp::SppDatagram {
+            repr,
+            payload_len: pad as u32,
+        })
+    }
+
+    /// A packet-pair measurement came back; returns the new estimate if it answers the
+    /// current pair.
+    pub fn handle_report(&mut self, report: &crate::spp::wire::ProbeReport) -> Option<Estimate> {
+        if report.probe_id != self.probe_id || report.gap_ns == 0 {
+            return None;
+        }
+        let rate = f64::from(report.bytes) * 1e9 / report.gap_ns as f64;
+        Some(self.estimator.on_packet_pair(rate))
+    }
+
+    /// Cumulative bytes sent plus received by the interface, and its send-queue length.
+    pub fn handle_interface(&mut self, total_bytes: u64, queue_packets: u32) {
+        self.total = Some(total_bytes);
+        self.at_tick.get_or_insert(total_bytes);
+        self.queue_packets = queue_packets;
+    }
+
+    /// When the next tick is due.
+    pub fn poll_timeout(&self) -> Time {
+        self.next_tick
+    }
+
+    /// Runs the ticks due by `now` (at most one estimate: missed ticks are not replayed).
+    pub fn handle_timeout(&mut self, now: Time) -> Option<Estimate> {
+        if now < self.next_tick {
+            return None;
+        }
+        let tick = self.estimator.config().tick.max(Duration::from_millis(1));
+        while self.next_tick <= now {
+            self.next_tick += tick;
+        }
+        let used = match (self.total, self.at_tick) {
+            (Some(total), Some(prev)) => total.saturating_sub(prev),
+            _ => 0,
+        };
+        self.at_tick = self.total;
+        let e = self.estimator.on_tick(used, self.queue_packets);
+        if e.available_bytes_per_s <= 0.0 {
+            self.probe_id = self.probe_id.wrapping_add(1);
+            self.probes_due = 2;
+        }
+        Some(e)
+    }
+
+    /// The estimator.
+    pub fn estimator(&self) -> &BandwidthEstimator {
+        &self.estimator
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,7 +314,7 @@ mod tests {
         let mut e = est(1);
         let out = e.on_tick(0, 0);
         assert_eq!(out, Estimate::default());
-        assert_eq!(e.branch(), Branch::Steady);
+        assert_eq!(e.branch(), Branch::Probe);
     }
 
     #[test]
@@ -259,5 +373,53 @@ mod tests {
         // One bad second: max(raw 0, mean of (4 * 100k + 0) / 5) = 80k.
         let out = e.on_tick(0, 0);
         assert_eq!(out.curbw_bytes_per_s, 80_000.0);
+    }
+
+    #[test]
+    fn test_clock_ticks_on_interface_byte_deltas() {
+        let mut c = EstimatorClock::new(EstimatorConfig::default(), Time::ZERO, 1472);
+        assert!(c.poll_probe().is_some() && c.poll_probe().is_some());
+        assert!(c.poll_probe().is_none());
+        let report = crate::spp::wire::ProbeReport {
+            probe_id: 1,
+            gap_ns: 3_000_000,
+            bytes: 1500,
+        };
+        let e = c.handle_report(&report).unwrap();
+        assert_eq!(e.available_bytes_per_s, 500_000.0);
+        let stale = crate::spp::wire::ProbeReport {
+            probe_id: 9,
+            ..report
+        };
+        assert_eq!(c.handle_report(&stale), None);
+        c.handle_interface(1_000, 0);
+        assert_eq!(c.handle_timeout(Time::from_millis(500)), None);
+        c.handle_interface(51_000, 0);
+        let e = c.handle_timeout(Time::from_secs(1)).unwrap();
+        assert_eq!(e.curbw_bytes_per_s, 50_000.0);
+        assert_eq!(c.poll_timeout(), Time::from_secs(2));
+        // Two periods late: one estimate, the next tick realigned.
+        let e = c.handle_timeout(Time::from_millis(3_500)).unwrap();
+        assert_eq!(e.curbw_bytes_per_s, 25_000.0, "max(0, mean of 50k and 0)");
+        assert_eq!(c.poll_timeout(), Time::from_secs(4));
+    }
+
+    #[test]
+    fn test_steady_light_load_grows_stale_and_probe_grows() {
+        let mut e = est(1);
+        e.on_packet_pair(200_000.0);
+        let mut last = 0.0;
+        for i in 0..6 {
+            let out = e.on_tick(8_000, 0);
+            if i >= 2 {
+                assert!(out.available_bytes_per_s > last, "tick {i}: {out:?}");
+            }
+            last = out.available_bytes_per_s;
+        }
+        assert_eq!(e.branch(), Branch::Probe);
+        assert_eq!(e.staleness(), 6);
+        // Usage rising by more than a datagram resets staleness.
+        e.on_tick(20_000, 0);
+        assert_eq!((e.branch(), e.staleness()), (Branch::Steady, 0));
     }
 }

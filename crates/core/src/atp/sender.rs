@@ -198,9 +198,25 @@ impl AtpSender {
 
     fn apply_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
         // The advertised value drives admission, early expiry, notifications and pacing; see
-        // docs/design/nai.md ("which estimate paces").
-        self.nai.set_rate(now, rate_bytes_per_s);
-        self.pacer.set_rate(now, self.nai.rate_bytes_per_s());
+        // docs/design/nai.md ("which estimate paces"). It counts datagram bytes (the estimator
+        // measures the interface), while NAI plans message bytes: NAI gets the payload share
+        // of it, so a message admitted "just in time" is not late by SPP's header overhead.
+        let rate = if rate_bytes_per_s == f64::INFINITY {
+            f64::MAX
+        } else if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
+            rate_bytes_per_s
+        } else {
+            0.0
+        };
+        let share = f64::from(self.spp.max_payload())
+            / f64::from(self.config.spp.max_datagram_bytes.max(1));
+        self.nai.set_rate(now, rate * share.clamp(0.0, 1.0));
+        self.pacer.set_rate(now, rate);
+    }
+
+    /// The rate NAI plans with is the payload share of the datagram rate ATP paces at.
+    pub fn planning_rate_bytes_per_s(&self) -> f64 {
+        self.nai.rate_bytes_per_s()
     }
 
     fn start_packet_pair(&mut self) {
@@ -256,9 +272,9 @@ impl AtpSender {
         if !self.pacer.ready() || !self.spp.can_send_data() {
             return None;
         }
-        let chunk = self
-            .nai
-            .next_chunk(self.spp.max_payload(), self.spp.can_start_new())?;
+        let chunk =
+            self.nai
+                .next_chunk_at(now, self.spp.max_payload(), self.spp.can_start_new())?;
         let header: DataHeader = self.spp.on_data_sent(now, &chunk);
         let d = SppDatagram {
             repr: SppRepr::Data(header),

@@ -197,7 +197,7 @@ impl AtpTcpSender {
     }
 
     /// The next segment to write, given the connection's unacknowledged byte count.
-    pub fn poll_segment(&mut self, _now: Time, tcp_unacked_bytes: u64) -> Option<FramedSegment> {
+    pub fn poll_segment(&mut self, now: Time, tcp_unacked_bytes: u64) -> Option<FramedSegment> {
         while let Some(n) = self.nai.poll_notice() {
             // With `confirm`, every byte is already in the stream: TCP will deliver it.
             if !n.confirm {
@@ -219,7 +219,7 @@ impl AtpTcpSender {
             Some(c) => c,
             None => {
                 let room = (seg - SEG_HEADER_LEN as u64).min(u64::from(u16::MAX)) as u32;
-                let c = self.nai.next_chunk(room, true)?;
+                let c = self.nai.next_chunk_at(now, room, true)?;
                 self.segments
                     .push_back((self.written + seg, c.id, c.offset, u64::from(c.len)));
                 SegHeader {

@@ -14,9 +14,12 @@
 //!
 //! Admitting a message of `s` unsent bytes at position `p`:
 //! * it must itself be deliverable: `C_{<p} + s <= r * (d - now)`;
-//! * every message after `p` that is deliverable now (`C_k <= r (d_k - now)`) must stay so
-//!   (`C_k + s <= r (d_k - now)`). Messages before `p` are unaffected, and so is every message at
-//!   a more important level, whose bytes enter only as the per-level total `C_{<p}`.
+//! * every protected message after `p` that is deliverable now (`C_k <= r (d_k - now)`) must
+//!   stay so (`C_k + s <= r (d_k - now)`). Messages before `p` are unaffected, and so is every
+//!   message at a more important level, whose bytes enter only as the per-level total `C_{<p}`.
+//!   Which messages after `p` are protected is [`AdmissionScope`]: by default those of the
+//!   same level only (strict priorities: a more important message may push a less important
+//!   one past its deadline, and early expiry then discards it), or every one (`AllLevels`).
 //!
 //! # Cost
 //!
@@ -33,6 +36,7 @@
 //! share shrinks). Those messages, if now undeliverable, are expired early at the next rate
 //! update, exactly as if the estimate had dropped: a queue's bandwidth *is* its share (§3.2).
 
+use super::AdmissionScope;
 use super::message::{MessageId, RejectReason};
 use crate::time::Time;
 use std::collections::BTreeMap;
@@ -68,6 +72,7 @@ pub(super) fn check(
     unsent: u64,
     rate_bytes_per_s: f64,
     now: Time,
+    scope: AdmissionScope,
 ) -> Result<(), RejectReason> {
     let level = usize::from(key.0);
     let mut before: u64 = level_unsent.iter().take(level).sum();
@@ -83,7 +88,11 @@ pub(super) fn check(
         return Ok(());
     }
     let mut c = before;
-    for (k, e) in order.range(key..) {
+    let behind = match (scope, key.0.checked_add(1)) {
+        (AdmissionScope::SameLevel, Some(next)) => order.range(key..(next, Time::ZERO, 0)),
+        _ => order.range(key..),
+    };
+    for (k, e) in behind {
         c = c.saturating_add(e.unsent);
         if k.1 == Time::MAX {
             continue;

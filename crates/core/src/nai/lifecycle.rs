@@ -67,7 +67,15 @@ impl Scheduler {
     ) -> Result<(), RejectReason> {
         let rate = self.queue_rate(q, Some(key.0));
         let queue = &self.queues[q];
-        admission::check(&queue.order, &queue.level_unsent, key, unsent, rate, now)
+        admission::check(
+            &queue.order,
+            &queue.level_unsent,
+            key,
+            unsent,
+            rate,
+            now,
+            self.config.admission,
+        )
     }
 
     /// Applies `f` to a live, not-cancelling message; re-admits it if it ends up scheduled.

@@ -1,6 +1,8 @@
 //! NAI, the Network-Aware Interface (`papers/000_97f7680fd99dd928.txt` §3), as a sans-IO
 //! message scheduler that any transport can drive: ATP over SPP ([`crate::atp::AtpSender`]),
-//! ATP over one TCP connection ([`crate::atp::tcp`]), and later the NAI-TCP baselines.
+//! ATP over one TCP connection ([`crate::atp::tcp`]). The paper's simpler implementations,
+//! NAI-TCP and NAI-MTCPk (§5.2), are in [`baseline`]: they share the message types but not the
+//! scheduler (no estimator, no admission control).
 //!
 //! Read in this order: [`message`] (ids, options, outcomes, events), `admission.rs` (the
 //! deliverability test behind admission control and early expiry), [`Scheduler`].
@@ -25,6 +27,7 @@
 //! for that message's [`NaiEvent::Outcome`]; asynchronous sends return after `submit`.
 
 mod admission;
+pub mod baseline;
 pub mod message;
 mod notify;
 mod ranges;
@@ -58,6 +61,26 @@ pub struct NaiConfig {
     pub max_notifications: usize,
     /// Largest message, in bytes.
     pub max_message_bytes: u64,
+    /// Which admitted messages admission control protects from a newcomer.
+    pub admission: AdmissionScope,
+}
+
+/// Which admitted messages a new (or changed) message must not make miss their deadlines
+/// (§3.3: "without causing a message which was deliverable under the current bandwidth to
+/// exceed its timeout value"). See `docs/design/nai.md` §4.4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum AdmissionScope {
+    /// Messages of the newcomer's own level only (behind it in EDF order). A more important
+    /// message is admitted even if a less important one will then miss its deadline; that one
+    /// is expired early at the next rate update. This matches the paper's account of ATP
+    /// "able to devote all available bandwidth to sending high-priority messages" and
+    /// interrupting low-priority transmissions (§5.4). The default.
+    #[default]
+    SameLevel,
+    /// Every admitted message behind the newcomer, less important levels included (the
+    /// literal reading of §3.3): a high-priority message can be refused to protect a
+    /// low-priority one.
+    AllLevels,
 }
 
 impl Default for NaiConfig {
@@ -68,6 +91,7 @@ impl Default for NaiConfig {
             max_queues: 1024,
             max_notifications: 64,
             max_message_bytes: u64::from(u32::MAX),
+            admission: AdmissionScope::SameLevel,
         }
     }
 }

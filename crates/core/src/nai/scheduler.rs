@@ -381,6 +381,36 @@ impl Scheduler {
         if max_len == 0 {
             return None;
         }
+        let (pass, qi, id) = self.select(can_start_new)?;
+        self.dispatch(pass, qi, id, max_len)
+    }
+
+    /// [`next_chunk`](Self::next_chunk), with early expiry checked where it costs O(1): if the
+    /// message about to be served cannot be delivered by its deadline even at its queue's
+    /// whole share from `now` (§3.3: "it can also expire early, if the bandwidth estimate
+    /// indicates that the message cannot be delivered in time"), it expires early instead of
+    /// wasting bandwidth until the next rate update, and the next one is considered.
+    pub fn next_chunk_at(&mut self, now: Time, max_len: u32, can_start_new: bool) -> Option<Chunk> {
+        if max_len == 0 {
+            return None;
+        }
+        loop {
+            let (pass, qi, id) = self.select(can_start_new)?;
+            let late = self.messages.get(&id).is_some_and(|m| match m.deadline {
+                Some(d) if d > now => {
+                    m.unsent() as f64 > self.queue_rate(qi, None) * (d - now).as_secs_f64()
+                }
+                _ => false,
+            });
+            if !late {
+                return self.dispatch(pass, qi, id, max_len);
+            }
+            self.expire(now, id, true);
+        }
+    }
+
+    /// The queue furthest behind its share and the message it would serve.
+    fn select(&self, can_start_new: bool) -> Option<(f64, usize, MessageId)> {
         let mut best: Option<(f64, usize, MessageId)> = None;
         for (qi, q) in self.queues.iter().enumerate() {
             if q.order.is_empty() || best.is_some_and(|(p, _, _)| p <= q.pass) {
@@ -398,7 +428,11 @@ impl Scheduler {
                 best = Some((q.pass, qi, id));
             }
         }
-        let (pass, qi, id) = best?;
+        best
+    }
+
+    /// Takes the next piece of `id` (the head of queue `qi`, whose pass is `pass`).
+    fn dispatch(&mut self, pass: f64, qi: usize, id: MessageId, max_len: u32) -> Option<Chunk> {
         self.vtime = pass;
         let weight = self.queue_weight(qi);
         self.detach(id);

@@ -97,8 +97,46 @@ fn test_admission_accepts_exactly_what_fits() {
 }
 
 #[test]
-fn test_admission_protects_admitted_lower_priority_message() {
+fn test_admission_same_level_scope_lets_higher_priority_push_lower_past_deadline() {
     let mut s = sched(100_000.0);
+    let t = Time::ZERO;
+    let a = s
+        .submit(t, Q0, 50_000, opts(Priority::LOW, Some(1000)))
+        .unwrap();
+    // Would push A to 110 kB by 1 s: admitted anyway (strict priorities, default scope) ...
+    assert!(
+        s.submit(t, Q0, 60_000, opts(Priority::HIGH, Some(2000)))
+            .is_ok()
+    );
+    // ... and A is expired early at the next rate update.
+    events(&mut s);
+    s.set_rate(t, 100_000.0);
+    assert!(events(&mut s).contains(&NaiEvent::TimerExpired {
+        id: a,
+        early: true,
+        bytes_remaining: 50_000
+    }));
+    // Within a level, EDF order is still protected.
+    let b = s
+        .submit(t, Q0, 30_000, opts(Priority::HIGH, Some(1000)))
+        .unwrap();
+    let r = s.submit(t, Q0, 80_000, opts(Priority::HIGH, Some(900)));
+    assert!(matches!(
+        r,
+        Err(NaiError::Rejected {
+            reason: RejectReason::WouldJeopardize(x),
+            ..
+        }) if x == b
+    ));
+}
+
+#[test]
+fn test_admission_all_levels_scope_protects_admitted_lower_priority_message() {
+    let mut s = Scheduler::new(NaiConfig {
+        admission: AdmissionScope::AllLevels,
+        ..NaiConfig::default()
+    });
+    s.set_rate(Time::ZERO, 100_000.0);
     let t = Time::ZERO;
     let a = s
         .submit(t, Q0, 50_000, opts(Priority::LOW, Some(1000)))

@@ -2,6 +2,7 @@
 //! baseline taken in the same run (never as timed assertions in tests).
 
 mod cm;
+mod nai;
 mod sim;
 
 use crate::{ExpError, Report};
@@ -28,7 +29,11 @@ pub trait Benchmark {
 
 /// Every benchmark.
 pub fn all() -> Vec<Box<dyn Benchmark>> {
-    vec![Box::new(sim::SimSpeed), Box::new(cm::CmGrants)]
+    vec![
+        Box::new(sim::SimSpeed),
+        Box::new(cm::CmGrants),
+        Box::new(nai::NaiSpeed),
+    ]
 }
 
 /// The benchmark with this name.

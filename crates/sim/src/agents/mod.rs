@@ -1,8 +1,13 @@
 //! Agents for the protocols of the foundation: TCP (any congestion controller) and CBR/UDP.
 //! Later protocols add their own modules here.
 
+pub mod atp;
+pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;
+pub mod nai_app;
+pub mod nai_tcp;
+pub mod stream;
 pub mod tcp;
 
 use adaptnet_core::Time;
