@@ -297,9 +297,6 @@ fn test_atp_events_reach_the_application() {
                 self.fired += 1;
             }
         }
-        fn as_any(&self) -> &dyn std::any::Any {
-            self
-        }
     }
     let tb = constant(100.0);
     let app = Watcher {

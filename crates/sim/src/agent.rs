@@ -26,7 +26,8 @@ pub struct InterfaceInfo {
     pub rx_bytes: u64,
 }
 
-/// A protocol endpoint on a simulated host.
+/// A protocol endpoint on a simulated host. Experiments inspect agents by type through
+/// `&dyn Agent` → `&dyn Any` upcasting (see [`World::agent`](crate::world::World::agent)).
 pub trait Agent: Any {
     /// The flow starts (called at its start time).
     fn start(&mut self, _now: Time) {}
@@ -70,10 +71,4 @@ pub trait Agent: Any {
     /// The host's interface counters, given before each input when
     /// [`Agent::wants_interface_info`] is true (what a real host reads from its NIC).
     fn on_interface(&mut self, _now: Time, _info: &InterfaceInfo) {}
-
-    /// For typed inspection by experiments and tests.
-    fn as_any(&self) -> &dyn Any;
-
-    /// For typed control by experiments and tests.
-    fn as_any_mut(&mut self) -> &mut dyn Any;
 }

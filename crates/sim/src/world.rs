@@ -12,6 +12,7 @@ use crate::metrics::{FlowResult, LinkResult, RttSummary, RunResults, jain_index}
 use crate::packet::{NodeId, Packet, Proto};
 use crate::pcap::PcapWriter;
 use adaptnet_core::Time;
+use std::any::Any;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Duration;
@@ -400,7 +401,7 @@ impl World {
     pub fn agent<T: Agent>(&self, id: AgentId) -> Option<&T> {
         self.agents
             .get(id.0 as usize)
-            .and_then(|s| s.agent.as_any().downcast_ref::<T>())
+            .and_then(|s| (s.agent.as_ref() as &dyn Any).downcast_ref::<T>())
     }
 
     /// Typed mutable access to an agent. The caller should not change what the agent
@@ -408,7 +409,7 @@ impl World {
     pub fn agent_mut<T: Agent>(&mut self, id: AgentId) -> Option<&mut T> {
         self.agents
             .get_mut(id.0 as usize)
-            .and_then(|s| s.agent.as_any_mut().downcast_mut::<T>())
+            .and_then(|s| (s.agent.as_mut() as &mut dyn Any).downcast_mut::<T>())
     }
 
     /// Registers a flow: schedules its agents' start and the sender's stop, and tags their

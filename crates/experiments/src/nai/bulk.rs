@@ -28,7 +28,6 @@ use adaptnet_sim::link::{Bandwidth, LinkConfig, LossModel, QueueLimit};
 use adaptnet_sim::packet::{Addr, Proto};
 use adaptnet_sim::world::{FlowSpec, World};
 use serde::Deserialize;
-use std::any::Any;
 use std::time::Duration;
 
 /// The parameter file.
@@ -133,10 +132,6 @@ impl NaiApp for BulkApp {
             }
             self.fill(now, port);
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

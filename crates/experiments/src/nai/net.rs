@@ -245,7 +245,7 @@ impl Run {
             .map(AtpAgent::app)
             .or_else(|| w.agent::<NaiTcpAgent>(id).map(NaiTcpAgent::app))
             .or_else(|| w.agent::<AtpTcpAgent>(id).map(AtpTcpAgent::app))?;
-        app.as_any().downcast_ref::<T>()
+        (app as &dyn std::any::Any).downcast_ref::<T>()
     }
 
     /// The ATP sender agent, for ATP and the oracle.

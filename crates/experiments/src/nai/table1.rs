@@ -24,7 +24,6 @@ use adaptnet_core::Time;
 use adaptnet_core::nai::{MessageId, NaiEvent, NotificationId, OnExpiry, Priority, SendOptions};
 use adaptnet_sim::agents::nai_app::{NaiApp, NaiPort};
 use serde::Deserialize;
-use std::any::Any;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -211,10 +210,6 @@ impl NaiApp for AdaptiveApp {
         {
             self.adapt(now, *available_bytes_per_s, port);
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -16,7 +16,6 @@ use adaptnet_core::Time;
 use adaptnet_core::atp::{AtpConfig, AtpReceiver, AtpSender, RateSource};
 use adaptnet_core::nai::{MessageId, NaiError, NotificationId, QueueId, SendOptions};
 use adaptnet_core::spp::{Delivery, SppDatagram, SppEvent, SppRepr};
-use std::any::Any;
 use std::time::Duration;
 
 /// Where an ATP sender agent gets its bandwidth figure.
@@ -266,14 +265,6 @@ impl Agent for AtpAgent {
             s.handle_interface_bytes(now, info.tx_bytes.saturating_add(info.rx_bytes));
         }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// The receiving side of ATP over SPP: reassembles and delivers messages, acknowledges, and
@@ -377,14 +368,6 @@ impl Agent for AtpSink {
             ("discards", self.discards as f64),
             ("malformed", self.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

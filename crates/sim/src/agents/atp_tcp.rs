@@ -23,7 +23,6 @@ use adaptnet_core::atp::{EstimatorClock, EstimatorConfig};
 use adaptnet_core::nai::{MessageId, NaiConfig, NaiError, NotificationId, QueueId, SendOptions};
 use adaptnet_core::spp::{Delivery, SppConfig, SppEvent, SppReceiver, SppRepr};
 use adaptnet_core::tcp::TcpConfig;
-use std::any::Any;
 use std::time::Duration;
 
 impl NaiPort for AtpTcpSender {
@@ -239,14 +238,6 @@ impl Agent for AtpTcpAgent {
             );
         }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// The receiving side of ATP over TCP.
@@ -351,14 +342,6 @@ impl Agent for AtpTcpSink {
             ("malformed_segments", self.malformed_segments as f64),
             ("malformed", self.conns.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

@@ -4,7 +4,6 @@ use crate::agent::Agent;
 use crate::packet::{Addr, Packet, Proto};
 use adaptnet_core::Time;
 use adaptnet_core::cbr::{CbrHeader, CbrSink, CbrSource};
-use std::any::Any;
 
 /// Sends fixed-size UDP datagrams at a fixed rate between its start and stop.
 pub struct CbrSender {
@@ -69,14 +68,6 @@ impl Agent for CbrSender {
             f64::from(self.source.as_ref().map_or(0, CbrSource::sent)),
         )]
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// Counts CBR datagrams.
@@ -129,13 +120,5 @@ impl Agent for CbrReceiver {
             ("datagrams_lost", self.sink.lost() as f64),
             ("malformed", self.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -50,9 +50,6 @@ pub trait NaiApp: Any {
 
     /// An event of the implementation: timer expiry, an outcome, a bandwidth notification.
     fn on_event(&mut self, _now: Time, _event: &NaiEvent, _port: &mut dyn NaiPort) {}
-
-    /// For typed inspection by experiments.
-    fn as_any(&self) -> &dyn Any;
 }
 
 /// One message to submit at a given time.
@@ -123,10 +120,6 @@ impl NaiApp for ScheduledApp {
                 Err(_) => self.errors += 1,
             }
         }
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
     }
 }
 

@@ -18,7 +18,6 @@ use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind, BaselineSender}
 use adaptnet_core::nai::{MessageId, NaiError, NotificationId, SendOptions};
 use adaptnet_core::spp::{Delivery, SppEvent};
 use adaptnet_core::tcp::TcpConfig;
-use std::any::Any;
 
 impl NaiPort for BaselineSender {
     fn submit(
@@ -218,14 +217,6 @@ impl Agent for NaiTcpAgent {
             ("malformed", self.conns.malformed as f64),
         ]
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// The receiving side of NAI-TCP / NAI-MTCPk: accepts the connections, reassembles records,
@@ -342,14 +333,6 @@ impl Agent for NaiTcpSink {
             ("malformed_records", self.malformed_records as f64),
             ("malformed", self.conns.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
 

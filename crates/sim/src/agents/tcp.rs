@@ -6,7 +6,6 @@ use crate::packet::{Addr, Packet, Proto};
 use adaptnet_core::Time;
 use adaptnet_core::cc::CongestionController;
 use adaptnet_core::tcp::{Connection, Segment, TcpConfig, TcpRepr};
-use std::any::Any;
 use std::time::Duration;
 
 /// Builds the congestion controller of a connection when it opens.
@@ -194,14 +193,6 @@ impl Agent for TcpSender {
         }
         v
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// The passive side: accepts one connection from its peer and reads everything.
@@ -287,13 +278,5 @@ impl Agent for TcpReceiver {
             ("acks_sent", acks as f64),
             ("malformed", self.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

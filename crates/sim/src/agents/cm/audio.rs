@@ -13,7 +13,6 @@ use adaptnet_core::Time;
 use adaptnet_core::cbr::{CbrHeader, CbrSink};
 use adaptnet_core::cm::audio::{AudioConfig, LayeredAudioSender};
 use adaptnet_core::cm::{FlowId, FlowOptions};
-use std::any::Any;
 
 /// Most encoding changes remembered for traces (later ones are counted, not stored).
 const MAX_HISTORY: usize = 100_000;
@@ -202,14 +201,6 @@ impl Agent for CmAudioSender {
         v.extend(super::host_counters(&self.host));
         v
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
 }
 
 /// Receives probe-fed CM datagrams (audio, greedy UDP): counts them like a CBR sink and reports
@@ -274,13 +265,5 @@ impl Agent for CmDatagramReceiver {
             ("datagrams_lost", self.sink.lost() as f64),
             ("malformed", self.malformed as f64),
         ]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -7,7 +7,6 @@ use adaptnet_core::Time;
 use adaptnet_core::cm::CmEvent;
 use adaptnet_core::cm::CmTransmit;
 use adaptnet_core::cm::probe::{self, CmPacket};
-use std::any::Any;
 use std::collections::VecDeque;
 
 /// Most control packets waiting to leave (the CM and the receiver bound their own queues too).
@@ -173,13 +172,5 @@ impl Agent for CmHostAgent {
         v.push(("cm_unroutable", self.unroutable as f64));
         v.push(("cm_responses_sent", self.probes_answered as f64));
         v
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

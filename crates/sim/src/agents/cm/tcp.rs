@@ -11,7 +11,6 @@ use adaptnet_core::Time;
 use adaptnet_core::cc::CongestionController;
 use adaptnet_core::cm::{CmController, FlowId, FlowOptions};
 use adaptnet_core::tcp::{Connection, State, TcpConfig};
-use std::any::Any;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
@@ -163,13 +162,5 @@ impl Agent for TcpCmSender {
         ));
         v.extend(super::host_counters(&self.host));
         v
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

@@ -9,7 +9,6 @@ use crate::packet::{Addr, Packet, Proto};
 use adaptnet_core::Time;
 use adaptnet_core::cbr::CbrHeader;
 use adaptnet_core::cm::{FlowId, FlowOptions};
-use std::any::Any;
 
 /// What "unlimited" requests: more than any run can send.
 const UNLIMITED_BYTES: u64 = 1 << 40;
@@ -155,13 +154,5 @@ impl Agent for CmUdpSender {
         }
         v.extend(super::host_counters(&self.host));
         v
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }
