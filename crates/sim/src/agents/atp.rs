@@ -7,15 +7,15 @@
 //! oracle baseline, from the true capacity of the link it sends on ([`RateFeed::Oracle`]).
 //! SPP datagrams travel as UDP packets whose header bytes are the emitted [`SppRepr`].
 
-use super::nai_app::{AppHost, Ledger, NaiApp, NaiPort};
+use super::nai_app::{AppHost, Ledger, NaiApp};
+use super::nai_flow::{DeliveryLog, NaiFlow};
 use crate::agent::{Agent, InterfaceInfo};
 use crate::link::Bandwidth;
 use crate::packet::{Addr, NodeId, Packet, Proto};
-use crate::world::{AgentId, FlowSpec, World, WorldError};
+use crate::world::{AgentId, World, WorldError};
 use adaptnet_core::Time;
 use adaptnet_core::atp::{AtpConfig, AtpReceiver, AtpSender, RateSource};
-use adaptnet_core::nai::{MessageId, NaiError, NotificationId, QueueId, SendOptions};
-use adaptnet_core::spp::{Delivery, SppDatagram, SppEvent, SppRepr};
+use adaptnet_core::spp::{Delivery, SppDatagram, SppRepr};
 use std::time::Duration;
 
 /// Where an ATP sender agent gets its bandwidth figure.
@@ -36,26 +36,23 @@ pub enum RateFeed {
     },
 }
 
-impl NaiPort for AtpSender {
-    fn submit(
-        &mut self,
-        now: Time,
-        size_bytes: u64,
-        opts: SendOptions,
-    ) -> Result<MessageId, NaiError> {
-        self.nai_mut().submit(now, QueueId(0), size_bytes, opts)
-    }
-
-    fn register_bandwidth_range(&mut self, low: f64, high: f64) -> Option<NotificationId> {
-        self.nai_mut().register_bandwidth_range(low, high).ok()
-    }
-
-    fn bandwidth_estimate(&self) -> Option<f64> {
-        Some(self.nai().rate_bytes_per_s())
-    }
-
-    fn live_messages(&self) -> usize {
-        self.nai().live_messages()
+impl RateFeed {
+    /// For the oracle, the payload rate over the coming period and when that period ends (the
+    /// next update); `None` for the estimator.
+    pub(crate) fn oracle_rate(&self, now: Time) -> Option<(f64, Time)> {
+        let RateFeed::Oracle {
+            bandwidth,
+            period,
+            payload_fraction,
+        } = self
+        else {
+            return None;
+        };
+        let period = (*period).max(Duration::from_millis(1));
+        let end = now + period;
+        let bytes = bandwidth.capacity_bytes(end) - bandwidth.capacity_bytes(now);
+        let rate = (bytes / period.as_secs_f64()).max(0.0) * payload_fraction;
+        Some((rate, end))
     }
 }
 
@@ -70,6 +67,19 @@ pub fn datagram_packet(src: Addr, dst: Addr, d: &SppDatagram) -> Option<Packet> 
         |buf| d.repr.emit(buf),
     )
     .ok()
+}
+
+/// The SPP datagram in `packet`, if it comes from `peer` (others are ignored); one whose
+/// header does not parse is counted in `malformed`.
+fn datagram_from(peer: Addr, packet: &Packet, malformed: &mut u64) -> Option<SppRepr> {
+    if packet.src != peer {
+        return None;
+    }
+    let repr = SppRepr::parse(&packet.header);
+    if repr.is_err() {
+        *malformed += 1;
+    }
+    repr.ok()
 }
 
 /// The sending side of ATP over SPP, hosting an application.
@@ -133,29 +143,13 @@ impl AtpAgent {
         self.malformed
     }
 
-    fn oracle_rate(&self, now: Time) -> Option<(f64, Time)> {
-        let RateFeed::Oracle {
-            bandwidth,
-            period,
-            payload_fraction,
-        } = &self.feed
-        else {
-            return None;
-        };
-        let period = (*period).max(Duration::from_millis(1));
-        let end = now + period;
-        let bytes = bandwidth.capacity_bytes(end) - bandwidth.capacity_bytes(now);
-        let rate = (bytes / period.as_secs_f64()).max(0.0) * payload_fraction;
-        Some((rate, end))
-    }
-
     /// Hands events to the ledger and the app until both are quiet.
     fn pump(&mut self, now: Time) {
         let Some(sender) = self.sender.as_mut() else {
             return;
         };
         while let Some(ev) = sender.poll_event() {
-            self.host.on_event(now, &ev, sender);
+            self.host.on_event(now, &ev, sender.nai_mut());
         }
         let rate = sender.nai().rate_bytes_per_s();
         if self.rate_series.last().is_none_or(|&(_, r)| r != rate) {
@@ -171,11 +165,11 @@ impl Agent for AtpAgent {
             RateFeed::Oracle { .. } => RateSource::External,
         };
         let mut sender = AtpSender::new(self.config.clone(), source, now);
-        if let Some((rate, next)) = self.oracle_rate(now) {
+        if let Some((rate, next)) = self.feed.oracle_rate(now) {
             sender.set_external_rate(now, rate);
             self.next_oracle = Some(next);
         }
-        self.host.start(now, &mut sender);
+        self.host.start(now, sender.nai_mut());
         self.sender = Some(sender);
         self.pump(now);
     }
@@ -185,11 +179,7 @@ impl Agent for AtpAgent {
     }
 
     fn handle_packet(&mut self, now: Time, packet: Packet) {
-        if packet.src != self.remote {
-            return;
-        }
-        let Ok(repr) = SppRepr::parse(&packet.header) else {
-            self.malformed += 1;
+        let Some(repr) = datagram_from(self.remote, &packet, &mut self.malformed) else {
             return;
         };
         if let Some(s) = self.sender.as_mut() {
@@ -200,7 +190,7 @@ impl Agent for AtpAgent {
 
     fn handle_timeout(&mut self, now: Time) {
         if self.next_oracle.is_some_and(|t| t <= now)
-            && let Some((rate, next)) = self.oracle_rate(now)
+            && let Some((rate, next)) = self.feed.oracle_rate(now)
         {
             if let Some(s) = self.sender.as_mut() {
                 s.set_external_rate(now, rate);
@@ -215,19 +205,15 @@ impl Agent for AtpAgent {
         }
         self.pump(now);
         if let Some(sender) = self.sender.as_mut() {
-            self.host.handle_timeout(now, sender);
+            self.host.handle_timeout(now, sender.nai_mut());
         }
         self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let sender = self.sender.as_mut()?;
-        while let Some(d) = sender.poll_transmit(now) {
-            if let Some(p) = datagram_packet(self.local, self.remote, &d) {
-                return Some(p);
-            }
-        }
-        None
+        std::iter::from_fn(|| sender.poll_transmit(now))
+            .find_map(|d| datagram_packet(self.local, self.remote, &d))
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -273,10 +259,8 @@ pub struct AtpSink {
     local: Addr,
     remote: Addr,
     rx: AtpReceiver,
-    deliveries: Vec<Delivery>,
-    message_bytes: u64,
+    log: DeliveryLog,
     payload_bytes: u64,
-    discards: u64,
     malformed: u64,
 }
 
@@ -287,22 +271,20 @@ impl AtpSink {
             local,
             remote,
             rx: AtpReceiver::new(config.spp.clone()),
-            deliveries: Vec::new(),
-            message_bytes: 0,
+            log: DeliveryLog::default(),
             payload_bytes: 0,
-            discards: 0,
             malformed: 0,
         }
     }
 
     /// Messages delivered to the receiving application, in order of delivery.
     pub fn deliveries(&self) -> &[Delivery] {
-        &self.deliveries
+        self.log.deliveries()
     }
 
     /// Bytes of delivered messages.
     pub fn delivered_message_bytes(&self) -> u64 {
-        self.message_bytes
+        self.log.message_bytes()
     }
 
     /// DATA payload bytes received, duplicates and pieces of messages never completed
@@ -313,17 +295,13 @@ impl AtpSink {
 
     /// Partly received messages dropped on a cancel notice.
     pub fn discards(&self) -> u64 {
-        self.discards
+        self.log.discards()
     }
 }
 
 impl Agent for AtpSink {
     fn handle_packet(&mut self, now: Time, packet: Packet) {
-        if packet.src != self.remote {
-            return;
-        }
-        let Ok(repr) = SppRepr::parse(&packet.header) else {
-            self.malformed += 1;
+        let Some(repr) = datagram_from(self.remote, &packet, &mut self.malformed) else {
             return;
         };
         if matches!(repr, SppRepr::Data(_)) {
@@ -331,25 +309,15 @@ impl Agent for AtpSink {
         }
         self.rx.handle_datagram(now, &repr, packet.payload_len);
         while let Some(ev) = self.rx.poll_event() {
-            match ev {
-                SppEvent::Delivered(d) => {
-                    self.message_bytes += d.size_bytes;
-                    self.deliveries.push(d);
-                }
-                SppEvent::Discarded { .. } => self.discards += 1,
-            }
+            self.log.record(ev);
         }
     }
 
     fn handle_timeout(&mut self, _now: Time) {}
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        while let Some(d) = self.rx.poll_transmit(now) {
-            if let Some(p) = datagram_packet(self.local, self.remote, &d) {
-                return Some(p);
-            }
-        }
-        None
+        std::iter::from_fn(|| self.rx.poll_transmit(now))
+            .find_map(|d| datagram_packet(self.local, self.remote, &d))
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -363,9 +331,9 @@ impl Agent for AtpSink {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         vec![
-            ("messages_delivered", self.deliveries.len() as f64),
-            ("message_bytes_delivered", self.message_bytes as f64),
-            ("discards", self.discards as f64),
+            ("messages_delivered", self.log.deliveries().len() as f64),
+            ("message_bytes_delivered", self.log.message_bytes() as f64),
+            ("discards", self.log.discards() as f64),
             ("malformed", self.malformed as f64),
         ]
     }
@@ -386,19 +354,19 @@ pub fn install(
     start: Time,
     stop: Time,
 ) -> Result<(AgentId, AgentId), WorldError> {
-    let local = Addr { node: from, port };
-    let remote = Addr { node: to, port };
-    let sink = AtpSink::new(remote, local, &config);
-    let sender = AtpAgent::new(local, remote, config, feed, app);
-    let s = world.add_agent(from, Proto::Udp, port, Box::new(sender))?;
-    let r = world.add_agent(to, Proto::Udp, port, Box::new(sink))?;
-    world.add_flow(FlowSpec {
-        name: name.to_string(),
-        kind: "atp".into(),
-        sender: s,
-        receiver: r,
+    let flow = NaiFlow {
+        name,
+        kind: "atp",
+        from,
+        to,
+        proto: Proto::Udp,
+        port,
+        extra_ports: Vec::new(),
         start,
         stop,
-    });
-    Ok((s, r))
+    };
+    let (local, remote) = flow.addrs();
+    let sink = AtpSink::new(remote, local, &config);
+    let sender = AtpAgent::new(local, remote, config, feed, app);
+    flow.install(world, Box::new(sender), Box::new(sink))
 }

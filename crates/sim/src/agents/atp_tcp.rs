@@ -10,42 +10,26 @@
 //! congestion control, not NAI, decides the sending rate.
 
 use super::atp::{RateFeed, datagram_packet};
-use super::nai_app::{AppHost, Ledger, NaiApp, NaiPort};
+use super::nai_app::{AppHost, Ledger, NaiApp};
+use super::nai_flow::{DeliveryLog, NaiFlow};
 use super::stream::{ConnSet, StreamTags};
 use crate::agent::{Agent, InterfaceInfo};
 use crate::packet::{Addr, NodeId, Packet, Proto};
-use crate::world::{AgentId, FlowSpec, World, WorldError};
+use crate::world::{AgentId, World, WorldError};
 use adaptnet_core::Time;
 use adaptnet_core::atp::tcp::{
     AtpTcpReceiver, AtpTcpSender, SEG_HEADER_LEN, SegHeader, TcpFramingConfig,
 };
 use adaptnet_core::atp::{EstimatorClock, EstimatorConfig};
-use adaptnet_core::nai::{MessageId, NaiConfig, NaiError, NotificationId, QueueId, SendOptions};
-use adaptnet_core::spp::{Delivery, SppConfig, SppEvent, SppReceiver, SppRepr};
+use adaptnet_core::nai::NaiConfig;
+use adaptnet_core::spp::{Delivery, SppConfig, SppDatagram, SppReceiver, SppRepr};
 use adaptnet_core::tcp::TcpConfig;
-use std::time::Duration;
 
-impl NaiPort for AtpTcpSender {
-    fn submit(
-        &mut self,
-        now: Time,
-        size_bytes: u64,
-        opts: SendOptions,
-    ) -> Result<MessageId, NaiError> {
-        self.nai_mut().submit(now, QueueId(0), size_bytes, opts)
-    }
-
-    fn register_bandwidth_range(&mut self, low: f64, high: f64) -> Option<NotificationId> {
-        self.nai_mut().register_bandwidth_range(low, high).ok()
-    }
-
-    fn bandwidth_estimate(&self) -> Option<f64> {
-        Some(self.nai().rate_bytes_per_s())
-    }
-
-    fn live_messages(&self) -> usize {
-        self.nai().live_messages()
-    }
+/// An SPP datagram (packet-pair PROBE or REPORT) as a UDP packet between the two ends of the
+/// TCP connection, on the same port numbers.
+fn probe_packet(conns: &ConnSet, d: &SppDatagram) -> Option<Packet> {
+    let slot = conns.slot(0)?;
+    datagram_packet(slot.local, slot.remote, d)
 }
 
 /// The sending side of ATP over TCP, hosting an application.
@@ -104,17 +88,9 @@ impl AtpTcpAgent {
     }
 
     fn oracle(&mut self, now: Time) {
-        if let RateFeed::Oracle {
-            bandwidth,
-            period,
-            payload_fraction,
-        } = &self.feed
-        {
-            let period = (*period).max(Duration::from_millis(1));
-            let bytes = bandwidth.capacity_bytes(now + period) - bandwidth.capacity_bytes(now);
-            let rate = (bytes / period.as_secs_f64()).max(0.0) * payload_fraction;
+        if let Some((rate, next)) = self.feed.oracle_rate(now) {
             self.atp.set_rate(now, rate);
-            self.next_oracle = Some(now + period);
+            self.next_oracle = Some(next);
         }
     }
 
@@ -137,7 +113,7 @@ impl AtpTcpAgent {
                 }
             }
             while let Some(ev) = self.atp.poll_event() {
-                self.host.on_event(now, &ev, &mut self.atp);
+                self.host.on_event(now, &ev, self.atp.nai_mut());
                 progress = true;
             }
             if !progress {
@@ -157,7 +133,7 @@ impl Agent for AtpTcpAgent {
             }
             RateFeed::Oracle { .. } => self.oracle(now),
         }
-        self.host.start(now, &mut self.atp);
+        self.host.start(now, self.atp.nai_mut());
         self.pump(now);
     }
 
@@ -189,14 +165,13 @@ impl Agent for AtpTcpAgent {
         }
         self.atp.handle_timeout(now);
         self.pump(now);
-        self.host.handle_timeout(now, &mut self.atp);
+        self.host.handle_timeout(now, self.atp.nai_mut());
         self.pump(now);
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         if let Some(d) = self.clock.as_mut().and_then(EstimatorClock::poll_probe)
-            && let Some((local, remote)) = self.conns.slot(0).map(|s| (s.local, s.remote))
-            && let Some(p) = datagram_packet(local, remote, &d)
+            && let Some(p) = probe_packet(&self.conns, &d)
         {
             return Some(p);
         }
@@ -247,8 +222,7 @@ pub struct AtpTcpSink {
     probes: SppReceiver,
     tags: StreamTags,
     rx: AtpTcpReceiver,
-    deliveries: Vec<Delivery>,
-    message_bytes: u64,
+    log: DeliveryLog,
     payload_bytes: u64,
     malformed_segments: u64,
 }
@@ -267,8 +241,7 @@ impl AtpTcpSink {
             probes: SppReceiver::new(SppConfig::default()),
             tags,
             rx: AtpTcpReceiver::new(framing),
-            deliveries: Vec::new(),
-            message_bytes: 0,
+            log: DeliveryLog::default(),
             payload_bytes: 0,
             malformed_segments: 0,
         }
@@ -276,7 +249,7 @@ impl AtpTcpSink {
 
     /// Messages delivered, in order of delivery.
     pub fn deliveries(&self) -> &[Delivery] {
-        &self.deliveries
+        self.log.deliveries()
     }
 }
 
@@ -305,10 +278,7 @@ impl Agent for AtpTcpSink {
             }
         }
         while let Some(ev) = self.rx.poll_event() {
-            if let SppEvent::Delivered(d) = ev {
-                self.message_bytes += d.size_bytes;
-                self.deliveries.push(d);
-            }
+            self.log.record(ev);
         }
     }
 
@@ -318,8 +288,7 @@ impl Agent for AtpTcpSink {
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         if let Some(d) = self.probes.poll_transmit(now)
-            && let Some((local, remote)) = self.conns.slot(0).map(|s| (s.local, s.remote))
-            && let Some(p) = datagram_packet(local, remote, &d)
+            && let Some(p) = probe_packet(&self.conns, &d)
         {
             return Some(p);
         }
@@ -337,8 +306,8 @@ impl Agent for AtpTcpSink {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         vec![
-            ("messages_delivered", self.deliveries.len() as f64),
-            ("message_bytes_delivered", self.message_bytes as f64),
+            ("messages_delivered", self.log.deliveries().len() as f64),
+            ("message_bytes_delivered", self.log.message_bytes() as f64),
             ("malformed_segments", self.malformed_segments as f64),
             ("malformed", self.conns.malformed as f64),
         ]
@@ -360,11 +329,22 @@ pub fn install(
     start: Time,
     stop: Time,
 ) -> Result<(AgentId, AgentId), WorldError> {
+    let flow = NaiFlow {
+        name,
+        kind: "atp-tcp",
+        from,
+        to,
+        proto: Proto::Tcp,
+        port,
+        // Packet pairs travel over UDP on the same port.
+        extra_ports: vec![(Proto::Udp, port)],
+        start,
+        stop,
+    };
+    let (local, remote) = flow.addrs();
     let tcp = TcpConfig::default();
     let framing = TcpFramingConfig::default();
     let tags = StreamTags::new();
-    let local = Addr { node: from, port };
-    let remote = Addr { node: to, port };
     let sender = AtpTcpAgent::new(
         framing.clone(),
         nai,
@@ -377,17 +357,5 @@ pub fn install(
         app,
     );
     let sink = AtpTcpSink::new(framing, tcp, remote, local, tags);
-    let s = world.add_agent(from, Proto::Tcp, port, Box::new(sender))?;
-    let r = world.add_agent(to, Proto::Tcp, port, Box::new(sink))?;
-    world.add_port(s, Proto::Udp, port)?;
-    world.add_port(r, Proto::Udp, port)?;
-    world.add_flow(FlowSpec {
-        name: name.to_string(),
-        kind: "atp-tcp".into(),
-        sender: s,
-        receiver: r,
-        start,
-        stop,
-    });
-    Ok((s, r))
+    flow.install(world, Box::new(sender), Box::new(sink))
 }

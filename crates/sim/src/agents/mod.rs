@@ -6,6 +6,7 @@ pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;
 pub mod nai_app;
+mod nai_flow;
 pub mod nai_tcp;
 pub mod stream;
 pub mod tcp;

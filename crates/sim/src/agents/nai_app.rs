@@ -9,7 +9,7 @@
 use adaptnet_core::Time;
 use adaptnet_core::nai::{
     DeadlineMargin, MessageId, NaiError, NaiEvent, NotificationId, OnExpiry, Outcome, Priority,
-    SendOptions,
+    QueueId, Scheduler, SendOptions,
 };
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -35,6 +35,31 @@ pub trait NaiPort {
 
     /// Messages not yet final.
     fn live_messages(&self) -> usize;
+}
+
+/// ATP's NAI scheduler (over SPP or over TCP) offers the application its queue 0: the agents
+/// hand the app their sender's `nai_mut()`.
+impl NaiPort for Scheduler {
+    fn submit(
+        &mut self,
+        now: Time,
+        size_bytes: u64,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        Scheduler::submit(self, now, QueueId(0), size_bytes, opts)
+    }
+
+    fn register_bandwidth_range(&mut self, low: f64, high: f64) -> Option<NotificationId> {
+        Scheduler::register_bandwidth_range(self, low, high).ok()
+    }
+
+    fn bandwidth_estimate(&self) -> Option<f64> {
+        Some(self.rate_bytes_per_s())
+    }
+
+    fn live_messages(&self) -> usize {
+        Scheduler::live_messages(self)
+    }
 }
 
 /// An application driving an NAI sender. All calls come from the hosting agent.

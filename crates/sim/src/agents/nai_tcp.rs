@@ -8,15 +8,16 @@
 //! acknowledgements come back as bytes read from the same connection.
 
 use super::nai_app::{AppHost, Ledger, NaiApp, NaiPort};
+use super::nai_flow::{DeliveryLog, NaiFlow};
 use super::stream::{ConnSet, StreamTags};
 use crate::agent::Agent;
 use crate::packet::{Addr, NodeId, Packet, Proto};
-use crate::world::{AgentId, FlowSpec, World, WorldError};
+use crate::world::{AgentId, World, WorldError};
 use adaptnet_core::Time;
 use adaptnet_core::nai::baseline::record::{RECORD_HEADER_LEN, RecordHeader, RecordReceiver};
 use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind, BaselineSender};
 use adaptnet_core::nai::{MessageId, NaiError, NotificationId, SendOptions};
-use adaptnet_core::spp::{Delivery, SppEvent};
+use adaptnet_core::spp::Delivery;
 use adaptnet_core::tcp::TcpConfig;
 
 impl NaiPort for BaselineSender {
@@ -225,9 +226,7 @@ pub struct NaiTcpSink {
     conns: ConnSet,
     tags: Vec<StreamTags>,
     rx: Vec<RecordReceiver>,
-    deliveries: Vec<Delivery>,
-    delivered_bytes: u64,
-    discards: u64,
+    log: DeliveryLog,
     malformed_records: u64,
 }
 
@@ -245,21 +244,19 @@ impl NaiTcpSink {
             conns: ConnSet::new(tcp, port_pairs(local, remote, connections)),
             tags,
             rx: (0..connections).map(|_| RecordReceiver::new()).collect(),
-            deliveries: Vec::new(),
-            delivered_bytes: 0,
-            discards: 0,
+            log: DeliveryLog::default(),
             malformed_records: 0,
         }
     }
 
     /// Messages delivered, in order of delivery.
     pub fn deliveries(&self) -> &[Delivery] {
-        &self.deliveries
+        self.log.deliveries()
     }
 
     /// Partly received messages dropped on an ABORT record.
     pub fn discards(&self) -> u64 {
-        self.discards
+        self.log.discards()
     }
 
     /// Connections accepted so far.
@@ -300,13 +297,7 @@ impl Agent for NaiTcpSink {
             slot.written += acks;
         }
         while let Some(ev) = rx.poll_event() {
-            match ev {
-                SppEvent::Delivered(d) => {
-                    self.delivered_bytes += d.size_bytes;
-                    self.deliveries.push(d);
-                }
-                SppEvent::Discarded { .. } => self.discards += 1,
-            }
+            self.log.record(ev);
         }
     }
 
@@ -323,13 +314,13 @@ impl Agent for NaiTcpSink {
     }
 
     fn delivered_bytes(&self) -> u64 {
-        self.delivered_bytes
+        self.log.message_bytes()
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         vec![
-            ("messages_delivered", self.deliveries.len() as f64),
-            ("discards", self.discards as f64),
+            ("messages_delivered", self.log.deliveries().len() as f64),
+            ("discards", self.log.discards() as f64),
             ("malformed_records", self.malformed_records as f64),
             ("malformed", self.conns.malformed as f64),
         ]
@@ -355,24 +346,21 @@ pub fn install(
     let config = BaselineConfig::new(kind, levels);
     let n = BaselineSender::new(config.clone()).connections();
     let tags: Vec<StreamTags> = (0..n).map(|_| StreamTags::new()).collect();
-    let local = Addr { node: from, port };
-    let remote = Addr { node: to, port };
-    let sender = NaiTcpAgent::new(config, tcp.clone(), local, remote, tags.clone(), app);
-    let sink = NaiTcpSink::new(tcp, remote, local, n, tags);
-    let s = world.add_agent(from, Proto::Tcp, port, Box::new(sender))?;
-    let r = world.add_agent(to, Proto::Tcp, port, Box::new(sink))?;
-    for i in 1..n {
-        let p = port.wrapping_add(i as u16);
-        world.add_port(s, Proto::Tcp, p)?;
-        world.add_port(r, Proto::Tcp, p)?;
-    }
-    world.add_flow(FlowSpec {
-        name: name.to_string(),
-        kind: "nai-tcp".into(),
-        sender: s,
-        receiver: r,
+    let flow = NaiFlow {
+        name,
+        kind: "nai-tcp",
+        from,
+        to,
+        proto: Proto::Tcp,
+        port,
+        extra_ports: (1..n)
+            .map(|i| (Proto::Tcp, port.wrapping_add(i as u16)))
+            .collect(),
         start,
         stop,
-    });
-    Ok((s, r))
+    };
+    let (local, remote) = flow.addrs();
+    let sender = NaiTcpAgent::new(config, tcp.clone(), local, remote, tags.clone(), app);
+    let sink = NaiTcpSink::new(tcp, remote, local, n, tags);
+    flow.install(world, Box::new(sender), Box::new(sink))
 }
