@@ -6,7 +6,9 @@ use adaptnet_core::Time;
 use adaptnet_core::nai::{NaiEvent, Outcome, Priority};
 use adaptnet_experiments::nai::net::{Implementation, Run, Testbed, atp_config};
 use adaptnet_experiments::nai::params::{self, KB, TestbedParams};
-use adaptnet_experiments::nai::table2::{self, IMPLEMENTATIONS, Table2Params, run_cell};
+use adaptnet_experiments::nai::table2::{
+    self, CellResult, IMPLEMENTATIONS, Table2Params, run_cell,
+};
 use adaptnet_experiments::nai::traces;
 use adaptnet_sim::agents::nai_app::{Ledger, MessageSpec, ScheduledApp};
 use adaptnet_sim::agents::nai_tcp::{NaiTcpAgent, NaiTcpSink};
@@ -78,6 +80,22 @@ fn outcomes(l: &Ledger, f: impl Fn(&Outcome) -> bool) -> usize {
 fn receiver_delivered(r: &mut Run) -> f64 {
     let res = r.world.results("test");
     res.flows[0].counters["receiver_messages_delivered"]
+}
+
+/// One cell of Table 2: `imp` on workload `name` of table2.params over `tb`, with `seed`, for
+/// the parameters' duration and drain.
+fn cell(p: &Table2Params, tb: &Testbed, name: &str, imp: Implementation, seed: u64) -> CellResult {
+    let w = p
+        .workloads
+        .iter()
+        .find(|w| w.name == name)
+        .expect("workload");
+    run_cell(tb, w, imp, seed, p.duration_s, (p.drain_s, p.max_drain_s)).unwrap()
+}
+
+/// The on-time fraction of high-priority messages of `imp` on workload `name` (seed 1).
+fn high_priority(p: &Table2Params, tb: &Testbed, name: &str, imp: Implementation) -> f64 {
+    cell(p, tb, name, imp, 1).tallies[0].fraction()
 }
 
 #[test]
@@ -171,30 +189,8 @@ fn test_oracle_at_least_atp_on_high_priority_under_contention() {
     let p = table2_params();
     let tb = synthetic();
     for name in ["filesystem", "prioritised"] {
-        let w = p
-            .workloads
-            .iter()
-            .find(|w| w.name == name)
-            .expect("workload");
-        let atp = run_cell(
-            &tb,
-            w,
-            Implementation::Atp,
-            1,
-            p.duration_s,
-            (p.drain_s, p.max_drain_s),
-        )
-        .unwrap();
-        let oracle = run_cell(
-            &tb,
-            w,
-            Implementation::Oracle,
-            1,
-            p.duration_s,
-            (p.drain_s, p.max_drain_s),
-        )
-        .unwrap();
-        let (a, o) = (atp.tallies[0].fraction(), oracle.tallies[0].fraction());
+        let a = high_priority(&p, &tb, name, Implementation::Atp);
+        let o = high_priority(&p, &tb, name, Implementation::Oracle);
         assert!(o >= a, "{name}: oracle {o} < ATP {a}");
     }
 }
@@ -203,17 +199,12 @@ fn test_oracle_at_least_atp_on_high_priority_under_contention() {
 fn test_every_message_has_exactly_one_outcome_for_every_implementation() {
     let p = table2_params();
     let tb = synthetic();
-    let w = p
-        .workloads
-        .iter()
-        .find(|w| w.name == "random")
-        .expect("random");
     let imps = IMPLEMENTATIONS
         .iter()
         .copied()
         .chain([Implementation::AtpTcp]);
     for imp in imps {
-        let c = run_cell(&tb, w, imp, 2, p.duration_s, (p.drain_s, p.max_drain_s)).unwrap();
+        let c = cell(&p, &tb, "random", imp, 2);
         let total: u64 = c.tallies.iter().map(|t| t.total).sum();
         let pending: u64 = c.tallies.iter().map(|t| t.pending).sum();
         assert_eq!(total, 600, "{imp:?}");
@@ -227,30 +218,8 @@ fn test_reduced_table2_atp_beats_naitcp_on_high_priority() {
     let p = table2_params();
     let tb = synthetic();
     for name in ["filesystem", "overload"] {
-        let w = p
-            .workloads
-            .iter()
-            .find(|w| w.name == name)
-            .expect("workload");
-        let atp = run_cell(
-            &tb,
-            w,
-            Implementation::Atp,
-            1,
-            p.duration_s,
-            (p.drain_s, p.max_drain_s),
-        )
-        .unwrap();
-        let tcp = run_cell(
-            &tb,
-            w,
-            Implementation::NaiTcp,
-            1,
-            p.duration_s,
-            (p.drain_s, p.max_drain_s),
-        )
-        .unwrap();
-        let (a, t) = (atp.tallies[0].fraction(), tcp.tallies[0].fraction());
+        let a = high_priority(&p, &tb, name, Implementation::Atp);
+        let t = high_priority(&p, &tb, name, Implementation::NaiTcp);
         assert!(a >= t, "{name}: ATP {a} < NAI-TCP {t}");
     }
 }
