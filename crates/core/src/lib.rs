@@ -32,4 +32,7 @@ pub mod tcp;
 pub mod time;
 pub mod wire;
 
+#[cfg(test)]
+mod testing;
+
 pub use time::Time;

@@ -1,46 +1,25 @@
-//! State-machine tests of the stream, driven through a tiny deterministic two-endpoint pipe
-//! (no simulator): fixed one-way delay, a caller-chosen drop rule, no bandwidth limit.
+//! State-machine tests of the stream, driven through the tiny deterministic two-endpoint pipe
+//! of [`crate::testing::pipe`] (no simulator): fixed one-way delay, a caller-chosen drop rule,
+//! one serialisation slot per segment.
 
 use super::*;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use crate::testing::pipe::{Dir, Endpoints, Pipe, serve};
 
 const DELAY: Duration = Duration::from_millis(50);
 /// Serialisation time of one full segment (about 10 Mbit/s), so segments arrive spaced out.
 const SLOT: Duration = Duration::from_millis(1);
 
-/// Which direction a segment travels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Dir {
-    ToServer,
-    ToClient,
-}
-
-/// A segment in flight: arrival time, tie-breaker, direction, payload length, header bytes.
-type InFlight = Reverse<(Time, u64, Dir, u32, SegKey)>;
-/// Decides whether the n-th data segment from the client is dropped.
-type DropRule = Box<dyn FnMut(u64, &Segment) -> bool>;
-
+/// One client and the server that accepts it.
 struct Pair {
-    now: Time,
+    pipe: Pipe,
     client: Connection,
     server: Option<Connection>,
     config: TcpConfig,
-    wire: BinaryHeap<InFlight>,
-    seq: u64,
-    /// Data segments sent towards the server so far (1-based index of the next one).
-    data_sent: u64,
-    drop: DropRule,
-    dropped: u64,
-    /// When each direction's "link" is next free.
-    busy_until: [Time; 2],
 }
 
-/// A `TcpRepr` cannot go in a heap (no `Ord`), so the pipe stores its bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct SegKey([u8; 28], usize);
-
 impl Pair {
+    /// A client connecting from port 1000 to port 80; `drop(n, segment)` decides whether the
+    /// n-th data segment from the client is dropped.
     fn new(config: TcpConfig, drop: impl FnMut(u64, &Segment) -> bool + 'static) -> Pair {
         let client = Connection::connect(
             config.clone(),
@@ -50,106 +29,57 @@ impl Pair {
             Connection::newreno(&config),
         );
         Pair {
-            now: Time::ZERO,
+            pipe: Pipe::new(DELAY, SLOT, drop),
             client,
             server: None,
             config,
-            wire: BinaryHeap::new(),
-            seq: 0,
-            data_sent: 0,
-            drop: Box::new(drop),
-            dropped: 0,
-            busy_until: [Time::ZERO; 2],
         }
+    }
+}
+
+impl Endpoints for Pair {
+    fn pipe(&mut self) -> &mut Pipe {
+        &mut self.pipe
     }
 
     fn pump(&mut self) {
-        while let Some(seg) = self.client.poll_transmit(self.now) {
-            if seg.payload_len > 0 {
-                self.data_sent += 1;
-                if (self.drop)(self.data_sent, &seg) {
-                    self.dropped += 1;
-                    continue;
-                }
-            }
-            self.put(Dir::ToServer, seg);
+        let now = self.pipe.now();
+        while let Some(seg) = self.client.poll_transmit(now) {
+            self.pipe.send(Dir::ToServer, seg);
         }
         if let Some(server) = self.server.as_mut() {
-            let mut out = Vec::new();
-            while let Some(seg) = server.poll_transmit(self.now) {
-                out.push(seg);
-            }
-            for seg in out {
-                self.put(Dir::ToClient, seg);
+            while let Some(seg) = server.poll_transmit(now) {
+                self.pipe.send(Dir::ToClient, seg);
             }
         }
     }
 
-    fn put(&mut self, dir: Dir, seg: Segment) {
-        let mut buf = [0u8; 28];
-        let n = seg.repr.emit(&mut buf).expect("header fits");
-        self.seq += 1;
-        let link = &mut self.busy_until[dir as usize];
-        *link = (*link).max(self.now) + SLOT;
-        let arrival = *link + DELAY;
-        self.wire.push(Reverse((
-            arrival,
-            self.seq,
-            dir,
-            seg.payload_len,
-            SegKey(buf, n),
-        )));
-    }
-
-    fn next_wakeup(&self) -> Option<Time> {
-        let mut t = self.wire.peek().map(|Reverse(e)| e.0);
-        for c in [Some(&self.client), self.server.as_ref()]
-            .into_iter()
-            .flatten()
-        {
-            if let Some(d) = c.poll_timeout() {
-                t = Some(t.map_or(d, |x| x.min(d)));
-            }
-        }
-        t
-    }
-
-    /// Runs until `until` or until nothing is scheduled.
-    fn run(&mut self, until: Time) {
-        self.pump();
-        while let Some(t) = self.next_wakeup() {
-            if t > until {
-                break;
-            }
-            self.now = self.now.max(t);
-            if let Some(Reverse((at, _, _, _, _))) = self.wire.peek()
-                && *at <= self.now
-            {
-                let Some(Reverse((_, _, dir, len, SegKey(buf, n)))) = self.wire.pop() else {
-                    return;
-                };
-                let repr = TcpRepr::parse(&buf[..n]).expect("valid header");
-                match dir {
-                    Dir::ToServer => {
-                        if self.server.is_none() && repr.flags.syn {
-                            let cfg = self.config.clone();
-                            let cc = Connection::newreno(&cfg);
-                            self.server = Some(Connection::accept(cfg, &repr, 7, cc));
-                        } else if let Some(s) = self.server.as_mut() {
-                            s.handle_segment(self.now, &repr, len);
-                            let unread = s.bytes_unread();
-                            s.read(unread);
-                        }
-                    }
-                    Dir::ToClient => self.client.handle_segment(self.now, &repr, len),
+    fn receive(&mut self, dir: Dir, repr: &TcpRepr, len: u32) {
+        let now = self.pipe.now();
+        match dir {
+            Dir::ToServer => {
+                if let Some(s) = serve(&self.config, self.server.as_mut(), now, repr, len) {
+                    self.server = Some(s);
                 }
             }
-            self.client.handle_timeout(self.now);
-            if let Some(s) = self.server.as_mut() {
-                s.handle_timeout(self.now);
-            }
-            self.pump();
+            Dir::ToClient => self.client.handle_segment(now, repr, len),
         }
+    }
+
+    fn handle_timeout(&mut self) {
+        let now = self.pipe.now();
+        self.client.handle_timeout(now);
+        if let Some(s) = self.server.as_mut() {
+            s.handle_timeout(now);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        [Some(&self.client), self.server.as_ref()]
+            .into_iter()
+            .flatten()
+            .filter_map(Connection::poll_timeout)
+            .min()
     }
 }
 
@@ -220,7 +150,7 @@ fn test_established_lost_retransmission_times_out_and_backs_off() {
     p.client.write(200_000);
     p.run(Time::from_secs(60));
     let stats = *p.client.stats();
-    assert_eq!(p.dropped, 2);
+    assert_eq!(p.pipe.dropped(), 2);
     assert_eq!(stats.fast_retransmits, 1);
     assert_eq!(stats.timeouts, 1);
     assert_eq!(

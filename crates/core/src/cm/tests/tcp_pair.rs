@@ -1,43 +1,26 @@
 //! TCP/CM end to end: `tcp::Connection`s whose controller is a [`CmController`] on one client
-//! host, talking to NewReno servers through a tiny deterministic pipe (fixed delay, one
-//! serialisation slot per segment per direction, caller-chosen drops), as in `tcp/tests.rs`.
+//! host, talking to NewReno servers through the tiny deterministic pipe of
+//! [`crate::testing::pipe`] (fixed delay, one serialisation slot per segment per direction,
+//! caller-chosen drops), as in `tcp/tests.rs`.
 
 use super::*;
 use crate::cm::tcp::CmController;
 use crate::tcp::{Connection, Segment, TcpConfig, TcpEvent, TcpRepr};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use crate::testing::pipe::{Dir, Endpoints, Pipe, serve};
+use std::collections::BTreeMap;
 
 const DELAY: Duration = Duration::from_millis(50);
 /// Serialisation time of one segment (about 11.7 Mbit/s for 1460-byte segments).
 const SLOT: Duration = Duration::from_millis(1);
 const SERVER: PeerAddr = PeerAddr(2);
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Dir {
-    ToServer,
-    ToClient,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct SegKey([u8; 28], usize);
-
-type DropRule = Box<dyn FnMut(u64, &Segment) -> bool>;
-/// A segment in flight: arrival time, tie-breaker, direction, payload length, header bytes.
-type InFlight = Reverse<(Time, u64, Dir, u32, SegKey)>;
-
 struct Hosts {
-    now: Time,
+    pipe: Pipe,
     cm: CmHandle,
     config: TcpConfig,
     clients: Vec<(Connection, FlowId)>,
     /// Server connections by client port.
     servers: BTreeMap<u16, Connection>,
-    wire: BinaryHeap<InFlight>,
-    busy_until: [Time; 2],
-    seq: u64,
-    data_sent: u64,
-    drop: DropRule,
     /// When each client finished (all data acknowledged).
     done_at: Vec<Option<Time>>,
 }
@@ -63,38 +46,28 @@ impl Hosts {
             })
             .collect();
         Hosts {
-            now: Time::ZERO,
+            pipe: Pipe::new(DELAY, SLOT, drop),
             cm,
             config,
             clients,
             servers: BTreeMap::new(),
-            wire: BinaryHeap::new(),
-            busy_until: [Time::ZERO; 2],
-            seq: 0,
-            data_sent: 0,
-            drop: Box::new(drop),
             done_at: vec![None; n],
         }
     }
 
-    fn put(&mut self, dir: Dir, seg: Segment) {
-        let mut buf = [0u8; 28];
-        let n = seg.repr.emit(&mut buf).expect("header fits");
-        self.seq += 1;
-        let link = &mut self.busy_until[dir as usize];
-        *link = (*link).max(self.now) + SLOT;
-        let arrival = *link + DELAY;
-        self.wire.push(Reverse((
-            arrival,
-            self.seq,
-            dir,
-            seg.payload_len,
-            SegKey(buf, n),
-        )));
+    fn delivered(&self, client: usize) -> u64 {
+        let port = 1000 + client as u16;
+        self.servers.get(&port).map_or(0, |s| s.bytes_delivered())
+    }
+}
+
+impl Endpoints for Hosts {
+    fn pipe(&mut self) -> &mut Pipe {
+        &mut self.pipe
     }
 
     fn pump(&mut self) {
-        let now = self.now;
+        let now = self.pipe.now();
         loop {
             let mut progressed = false;
             {
@@ -107,13 +80,7 @@ impl Hosts {
             for i in 0..self.clients.len() {
                 while let Some(seg) = self.clients[i].0.poll_transmit(now) {
                     progressed = true;
-                    if seg.payload_len > 0 {
-                        self.data_sent += 1;
-                        if (self.drop)(self.data_sent, &seg) {
-                            continue;
-                        }
-                    }
-                    self.put(Dir::ToServer, seg);
+                    self.pipe.send(Dir::ToServer, seg);
                 }
                 let flow = self.clients[i].1;
                 while let Some(ev) = self.clients[i].0.poll_event() {
@@ -128,14 +95,10 @@ impl Hosts {
                     self.done_at[i] = Some(now);
                 }
             }
-            let mut out = Vec::new();
             for s in self.servers.values_mut() {
                 while let Some(seg) = s.poll_transmit(now) {
-                    out.push(seg);
+                    self.pipe.send(Dir::ToClient, seg);
                 }
-            }
-            for seg in out {
-                self.put(Dir::ToClient, seg);
             }
             // Grants issued by this round's CM calls may let a client send: go again.
             if !progressed && self.cm.borrow().poll_timeout().is_none_or(|t| t > now) {
@@ -144,7 +107,33 @@ impl Hosts {
         }
     }
 
-    fn next_wakeup(&self) -> Option<Time> {
+    fn receive(&mut self, dir: Dir, repr: &TcpRepr, len: u32) {
+        let now = self.pipe.now();
+        match dir {
+            Dir::ToServer => {
+                let server = self.servers.get_mut(&repr.src_port);
+                if let Some(s) = serve(&self.config, server, now, repr, len) {
+                    self.servers.insert(repr.src_port, s);
+                }
+            }
+            Dir::ToClient => {
+                let i = usize::from(repr.dst_port - 1000);
+                self.clients[i].0.handle_segment(now, repr, len);
+            }
+        }
+    }
+
+    fn handle_timeout(&mut self) {
+        let now = self.pipe.now();
+        for (c, _) in &mut self.clients {
+            c.handle_timeout(now);
+        }
+        for s in self.servers.values_mut() {
+            s.handle_timeout(now);
+        }
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
         let conns = self
             .clients
             .iter()
@@ -152,59 +141,8 @@ impl Hosts {
             .chain(self.servers.values());
         conns
             .filter_map(|c| c.poll_timeout())
-            .chain(self.wire.peek().map(|Reverse(e)| e.0))
             .chain(self.cm.borrow().poll_timeout())
             .min()
-    }
-
-    fn run(&mut self, until: Time) {
-        self.pump();
-        while let Some(t) = self.next_wakeup() {
-            if t > until {
-                break;
-            }
-            self.now = self.now.max(t);
-            if let Some(Reverse((at, ..))) = self.wire.peek()
-                && *at <= self.now
-            {
-                let Some(Reverse((_, _, dir, len, SegKey(buf, n)))) = self.wire.pop() else {
-                    return;
-                };
-                let repr = TcpRepr::parse(&buf[..n]).expect("valid header");
-                match dir {
-                    Dir::ToServer => match self.servers.get_mut(&repr.src_port) {
-                        Some(s) => {
-                            s.handle_segment(self.now, &repr, len);
-                            let unread = s.bytes_unread();
-                            s.read(unread);
-                        }
-                        None if repr.flags.syn => {
-                            let cfg = self.config.clone();
-                            let cc = Connection::newreno(&cfg);
-                            let s = Connection::accept(cfg, &repr, 7, cc);
-                            self.servers.insert(repr.src_port, s);
-                        }
-                        None => {}
-                    },
-                    Dir::ToClient => {
-                        let i = usize::from(repr.dst_port - 1000);
-                        self.clients[i].0.handle_segment(self.now, &repr, len);
-                    }
-                }
-            }
-            for (c, _) in &mut self.clients {
-                c.handle_timeout(self.now);
-            }
-            for s in self.servers.values_mut() {
-                s.handle_timeout(self.now);
-            }
-            self.pump();
-        }
-    }
-
-    fn delivered(&self, client: usize) -> u64 {
-        let port = 1000 + client as u16;
-        self.servers.get(&port).map_or(0, |s| s.bytes_delivered())
     }
 }
 

@@ -1,0 +1,3 @@
+//! Test harnesses shared by the unit tests of several modules (compiled for tests only).
+
+pub(crate) mod pipe;
