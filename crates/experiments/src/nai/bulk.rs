@@ -218,6 +218,57 @@ fn wlan(w: &World) -> Result<adaptnet_sim::world::LinkId, ExpError> {
     })
 }
 
+/// Steps a transfer of `total` bytes `SAMPLE` at a time until it has finished or its time
+/// limit has passed (`time_limit_factor` times its duration at `rate`, plus 30 s). `step(t)`
+/// runs the world to `t` and returns the bytes the shaped link has transmitted so far and
+/// when the transfer finished, if it has. Returns the link's bytes in each step and the
+/// finish time.
+fn step_transfer(
+    p: &BulkParams,
+    total: u64,
+    rate: f64,
+    mut step: impl FnMut(Time) -> (u64, Option<Time>),
+) -> (Vec<f64>, Option<Time>) {
+    let limit = total as f64 / rate * p.time_limit_factor + 30.0;
+    let mut link_bytes = Vec::new();
+    let mut last = 0u64;
+    let mut n = 0u64;
+    let done = loop {
+        n += 1;
+        let (tx, done) = step(Time::ZERO + SAMPLE * n as u32);
+        link_bytes.push((tx - last) as f64);
+        last = tx;
+        if done.is_some() || n as f64 * SAMPLE.as_secs_f64() >= limit {
+            break done;
+        }
+    };
+    (link_bytes, done)
+}
+
+/// Measures a transfer from the receiver's goodput samples of the world's one flow (results
+/// named `scenario`) and the link's bytes per step.
+fn measure_flow(
+    world: &mut World,
+    scenario: &str,
+    p: &BulkParams,
+    rate: f64,
+    (link_bytes, done): (Vec<f64>, Option<Time>),
+) -> BulkResult {
+    let results = world.results(scenario);
+    let samples = results
+        .flows
+        .first()
+        .map(|f| f.goodput_series_bps.clone())
+        .unwrap_or_default();
+    measure(
+        &samples,
+        &link_bytes,
+        rate,
+        p.startup_fraction,
+        done.map(Time::as_secs_f64),
+    )
+}
+
 /// Runs one NAI implementation's bulk test.
 pub fn run_nai(
     p: &BulkParams,
@@ -241,35 +292,13 @@ pub fn run_nai(
     let app = Box::new(BulkApp::new(size, total, window));
     let mut run = Run::new(&testbed, implementation, atp_config(1, 1), app, 1)?;
     run.world.set_sample_period(SAMPLE);
-    let limit = total as f64 / rate * p.time_limit_factor + 30.0;
     let link = wlan(&run.world)?;
-    let mut link_bytes = Vec::new();
-    let mut last = 0u64;
-    let mut step = 0u64;
-    let done = loop {
-        step += 1;
-        run.run_until(Time::ZERO + SAMPLE * step as u32);
+    let steps = step_transfer(p, total, rate, |t| {
+        run.run_until(t);
         let tx = run.world.link(link).stats().transmitted_bytes;
-        link_bytes.push((tx - last) as f64);
-        last = tx;
-        let done = run.app::<BulkApp>().and_then(|a| a.done_at);
-        if done.is_some() || step as f64 * SAMPLE.as_secs_f64() >= limit {
-            break done;
-        }
-    };
-    let results = run.world.results("bulk");
-    let samples = results
-        .flows
-        .first()
-        .map(|f| f.goodput_series_bps.clone())
-        .unwrap_or_default();
-    Ok(measure(
-        &samples,
-        &link_bytes,
-        rate,
-        p.startup_fraction,
-        done.map(Time::as_secs_f64),
-    ))
+        (tx, run.app::<BulkApp>().and_then(|a| a.done_at))
+    });
+    Ok(measure_flow(&mut run.world, "bulk", p, rate, steps))
 }
 
 /// Runs the TCP comparison: one NewReno connection writing `total` bytes.
@@ -325,35 +354,16 @@ pub fn run_tcp(p: &BulkParams, total: u64) -> Result<BulkResult, ExpError> {
         stop: Time::MAX,
     });
     w.set_sample_period(SAMPLE);
-    let limit = total as f64 / rate * p.time_limit_factor + 30.0;
     let link = wlan(&w)?;
-    let mut link_bytes = Vec::new();
-    let mut last = 0u64;
-    let mut step = 0u64;
-    let done = loop {
-        step += 1;
-        w.run_until(Time::ZERO + SAMPLE * step as u32, &mut |_| {});
+    let steps = step_transfer(p, total, rate, |t| {
+        w.run_until(t, &mut |_| {});
         let tx = w.link(link).stats().transmitted_bytes;
-        link_bytes.push((tx - last) as f64);
-        last = tx;
-        let done = w.agent::<TcpSender>(sa).and_then(TcpSender::completed_at);
-        if done.is_some() || step as f64 * SAMPLE.as_secs_f64() >= limit {
-            break done;
-        }
-    };
-    let results = w.results("bulk-tcp");
-    let samples = results
-        .flows
-        .first()
-        .map(|f| f.goodput_series_bps.clone())
-        .unwrap_or_default();
-    Ok(measure(
-        &samples,
-        &link_bytes,
-        rate,
-        p.startup_fraction,
-        done.map(Time::as_secs_f64),
-    ))
+        (
+            tx,
+            w.agent::<TcpSender>(sa).and_then(TcpSender::completed_at),
+        )
+    });
+    Ok(measure_flow(&mut w, "bulk-tcp", p, rate, steps))
 }
 
 /// `adaptnet exp nai-bulk`.

@@ -29,32 +29,43 @@ pub fn fraction(r: &TraceResults, w: usize, imp: Implementation, level: usize) -
         .map_or(0.0, |cells| mean_fraction(cells, level))
 }
 
+/// The rows of a per-level table of one trace: every level of every workload that has
+/// messages, as (workload index, level, the row's first cells: workload and priority names).
+fn level_rows<'a>(
+    p: &'a Table2Params,
+    r: &'a TraceResults,
+) -> impl Iterator<Item = (usize, usize, Vec<String>)> + 'a {
+    p.workloads.iter().enumerate().flat_map(move |(wi, w)| {
+        (0..usize::from(w.levels))
+            .filter(move |&level| {
+                r.cells[wi][0]
+                    .first()
+                    .and_then(|c| c.tallies.get(level))
+                    .is_some_and(|t| t.total > 0)
+            })
+            .map(move |level| {
+                let names = vec![
+                    w.name.clone(),
+                    level_name(Priority(level as u8), w.levels).to_string(),
+                ];
+                (wi, level, names)
+            })
+    })
+}
+
 /// The fractions table of one trace: one row per workload and level, one column per
 /// implementation (percent delivered before the timer, mean over trials).
 pub fn fractions_table(p: &Table2Params, r: &TraceResults) -> Table {
     let mut header = vec!["workload".to_string(), "priority".to_string()];
     header.extend(IMPLEMENTATIONS.iter().map(|i| format!("{} %", i.label())));
     let mut t = Table::new(header);
-    for (wi, w) in p.workloads.iter().enumerate() {
-        for level in 0..usize::from(w.levels) {
-            let used = r.cells[wi][0]
-                .first()
-                .and_then(|c| c.tallies.get(level))
-                .is_some_and(|t| t.total > 0);
-            if !used {
-                continue;
-            }
-            let mut row = vec![
-                w.name.clone(),
-                level_name(Priority(level as u8), w.levels).to_string(),
-            ];
-            row.extend(
-                IMPLEMENTATIONS
-                    .iter()
-                    .map(|&imp| pct(fraction(r, wi, imp, level))),
-            );
-            t.row(row);
-        }
+    for (wi, level, mut row) in level_rows(p, r) {
+        row.extend(
+            IMPLEMENTATIONS
+                .iter()
+                .map(|&imp| pct(fraction(r, wi, imp, level))),
+        );
+        t.row(row);
     }
     t
 }
@@ -220,26 +231,13 @@ fn ablation_table(p: &Table2Params, r: &TraceResults, ablation: &[Vec<Vec<CellRe
         header.push(format!("{} all-levels %", imp.label()));
     }
     let mut t = Table::new(header);
-    for (wi, w) in p.workloads.iter().enumerate() {
-        for level in 0..usize::from(w.levels) {
-            let used = r.cells[wi][0]
-                .first()
-                .and_then(|c| c.tallies.get(level))
-                .is_some_and(|t| t.total > 0);
-            if !used {
-                continue;
-            }
-            let mut row = vec![
-                w.name.clone(),
-                level_name(Priority(level as u8), w.levels).to_string(),
-            ];
-            for (ai, imp) in ABLATION.iter().enumerate() {
-                row.push(pct(fraction(r, wi, *imp, level)));
-                let cells = ablation.get(wi).and_then(|x| x.get(ai));
-                row.push(pct(cells.map_or(0.0, |c| mean_fraction(c, level))));
-            }
-            t.row(row);
+    for (wi, level, mut row) in level_rows(p, r) {
+        for (ai, imp) in ABLATION.iter().enumerate() {
+            row.push(pct(fraction(r, wi, *imp, level)));
+            let cells = ablation.get(wi).and_then(|x| x.get(ai));
+            row.push(pct(cells.map_or(0.0, |c| mean_fraction(c, level))));
         }
+        t.row(row);
     }
     t
 }

@@ -5,6 +5,20 @@ use crate::packet::{Addr, Packet, Proto};
 use adaptnet_core::Time;
 use adaptnet_core::cbr::{CbrHeader, CbrSink, CbrSource};
 
+/// A UDP datagram from `src` to `dst` carrying the CBR header (sequence number, send time)
+/// and `payload_len` bytes after it.
+pub(crate) fn cbr_packet(
+    src: Addr,
+    dst: Addr,
+    header: &CbrHeader,
+    payload_len: u32,
+) -> Option<Packet> {
+    Packet::with_header(src, dst, Proto::Udp, CbrHeader::LEN, payload_len, |buf| {
+        header.emit(buf)
+    })
+    .ok()
+}
+
 /// Sends fixed-size UDP datagrams at a fixed rate between its start and stop.
 pub struct CbrSender {
     local: Addr,
@@ -47,15 +61,7 @@ impl Agent for CbrSender {
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
         let d = self.source.as_mut()?.poll_transmit(now)?;
-        Packet::with_header(
-            self.local,
-            self.remote,
-            Proto::Udp,
-            CbrHeader::LEN,
-            d.payload_len,
-            |buf| d.header.emit(buf),
-        )
-        .ok()
+        cbr_packet(self.local, self.remote, &d.header, d.payload_len)
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -87,17 +93,27 @@ impl CbrReceiver {
     pub fn sink(&self) -> &CbrSink {
         &self.sink
     }
-}
 
-impl Agent for CbrReceiver {
-    fn handle_packet(&mut self, now: Time, packet: Packet) {
+    /// Counts a datagram and returns its UDP payload bytes (CBR header included), or `None`
+    /// if its header does not parse (it is counted as malformed).
+    pub(crate) fn receive(&mut self, now: Time, packet: &Packet) -> Option<u64> {
         match CbrHeader::parse(&packet.header) {
             Ok(h) => {
                 let bytes = packet.header.len() as u64 + u64::from(packet.payload_len);
                 self.sink.on_datagram(now, &h, bytes);
+                Some(bytes)
             }
-            Err(_) => self.malformed += 1,
+            Err(_) => {
+                self.malformed += 1;
+                None
+            }
         }
+    }
+}
+
+impl Agent for CbrReceiver {
+    fn handle_packet(&mut self, now: Time, packet: Packet) {
+        self.receive(now, &packet);
     }
 
     fn handle_timeout(&mut self, _now: Time) {}

@@ -6,11 +6,12 @@
 //! never hears from its receiver — the CM's probes supply the feedback, and `change_rate`
 //! switches the encoding. Datagrams carry the CBR header (sequence number, send time).
 
-use super::{ClosedFlow, CmHost, close_flow, flow_key, peer_addr};
+use super::{ClosedFlow, CmHost, close_flow, closing_counters, cm_datagram, flow_key, peer_addr};
 use crate::agent::Agent;
-use crate::packet::{Addr, Packet, Proto};
+use crate::agents::cbr::CbrReceiver;
+use crate::packet::{Addr, Packet};
 use adaptnet_core::Time;
-use adaptnet_core::cbr::{CbrHeader, CbrSink};
+use adaptnet_core::cbr::CbrSink;
 use adaptnet_core::cm::audio::{AudioConfig, LayeredAudioSender};
 use adaptnet_core::cm::{FlowId, FlowOptions};
 
@@ -162,20 +163,7 @@ impl Agent for CmAudioSender {
         let p = self.audio.as_mut()?.poll_transmit(now)?;
         // cm_notify right after the transmission (§3.2.2); the CM charges it to the rate.
         let _ = self.host.cm().borrow_mut().notify(now, flow, p.bytes);
-        let header = CbrHeader {
-            seq: p.seq,
-            sent_at: now,
-        };
-        let payload = u32::try_from(p.bytes.saturating_sub(CbrHeader::LEN as u64)).ok()?;
-        Packet::with_header(
-            self.local,
-            self.remote,
-            Proto::Udp,
-            CbrHeader::LEN,
-            payload,
-            |buf| header.emit(buf),
-        )
-        .ok()
+        cm_datagram(self.local, self.remote, p.seq, now, p.bytes)
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -194,21 +182,16 @@ impl Agent for CmAudioSender {
             v.push(("audio_switches", s.switches as f64));
             v.push(("audio_encoding_bps", a.encoding_bps() as f64));
         }
-        if let Some(c) = &self.closed {
-            v.push(("probe_sent_bytes", c.probe_sent_bytes as f64));
-            v.push(("probe_lost_bytes", c.probe_lost_bytes as f64));
-        }
-        v.extend(super::host_counters(&self.host));
+        v.extend(closing_counters(self.closed.as_ref(), &self.host));
         v
     }
 }
 
-/// Receives probe-fed CM datagrams (audio, greedy UDP): counts them like a CBR sink and reports
-/// each to its host's receiver CM, which answers the sender CM's probes.
+/// Receives probe-fed CM datagrams (audio, greedy UDP): counts them like a CBR receiver and
+/// reports each to its host's receiver CM, which answers the sender CM's probes.
 pub struct CmDatagramReceiver {
     host: CmHost,
-    sink: CbrSink,
-    malformed: u64,
+    cbr: CbrReceiver,
 }
 
 impl CmDatagramReceiver {
@@ -216,25 +199,21 @@ impl CmDatagramReceiver {
     pub fn new(host: CmHost) -> CmDatagramReceiver {
         CmDatagramReceiver {
             host,
-            sink: CbrSink::default(),
-            malformed: 0,
+            cbr: CbrReceiver::new(),
         }
     }
 
     /// The sink's counters.
     pub fn sink(&self) -> &CbrSink {
-        &self.sink
+        self.cbr.sink()
     }
 }
 
 impl Agent for CmDatagramReceiver {
     fn handle_packet(&mut self, now: Time, packet: Packet) {
-        let Ok(h) = CbrHeader::parse(&packet.header) else {
-            self.malformed += 1;
+        let Some(bytes) = self.cbr.receive(now, &packet) else {
             return;
         };
-        let bytes = packet.header.len() as u64 + u64::from(packet.payload_len);
-        self.sink.on_datagram(now, &h, bytes);
         let key = flow_key(packet.src.port, packet.dst.port);
         self.host.receiver().borrow_mut().handle_data(
             now,
@@ -256,14 +235,10 @@ impl Agent for CmDatagramReceiver {
     }
 
     fn delivered_bytes(&self) -> u64 {
-        self.sink.received_bytes()
+        self.cbr.delivered_bytes()
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
-        vec![
-            ("datagrams_received", self.sink.received() as f64),
-            ("datagrams_lost", self.sink.lost() as f64),
-            ("malformed", self.malformed as f64),
-        ]
+        self.cbr.counters()
     }
 }

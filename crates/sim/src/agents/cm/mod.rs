@@ -36,7 +36,10 @@ pub use host::CmHostAgent;
 pub use tcp::TcpCmSender;
 pub use udp::CmUdpSender;
 
-use crate::packet::NodeId;
+use crate::agents::cbr::cbr_packet;
+use crate::packet::{Addr, NodeId, Packet};
+use adaptnet_core::Time;
+use adaptnet_core::cbr::CbrHeader;
 use adaptnet_core::cm::receiver::CmReceiver;
 use adaptnet_core::cm::{
     CmConfig, CmHandle, CmStats, CongestionManager, FlowId, FlowKey, FlowQuery, PeerAddr,
@@ -162,6 +165,26 @@ fn host_counters(host: &CmHost) -> Vec<(&'static str, f64)> {
     ]
 }
 
+/// The counters that end a probe-fed CM flow's list (audio, greedy UDP): what the CM measured
+/// of the flow, once `closed`, then the host's.
+fn closing_counters(closed: Option<&ClosedFlow>, host: &CmHost) -> Vec<(&'static str, f64)> {
+    let mut v = Vec::new();
+    if let Some(c) = closed {
+        v.push(("probe_sent_bytes", c.probe_sent_bytes as f64));
+        v.push(("probe_lost_bytes", c.probe_lost_bytes as f64));
+    }
+    v.extend(host_counters(host));
+    v
+}
+
+/// A probe-fed CM datagram of `bytes` UDP payload bytes from `local` to `remote`: the CBR
+/// header (sequence number `seq`, sent at `now`), then padding.
+fn cm_datagram(local: Addr, remote: Addr, seq: u32, now: Time, bytes: u64) -> Option<Packet> {
+    let header = CbrHeader { seq, sent_at: now };
+    let payload = u32::try_from(bytes.saturating_sub(CbrHeader::LEN as u64)).ok()?;
+    cbr_packet(local, remote, &header, payload)
+}
+
 /// What a CM flow's agent remembers of the flow when it closes (the CM forgets it).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ClosedFlow {
@@ -184,7 +207,7 @@ impl ClosedFlow {
 }
 
 /// Closes `flow` on `host` (`cm_close`), returning its last query.
-fn close_flow(host: &CmHost, now: adaptnet_core::Time, flow: FlowId) -> Option<ClosedFlow> {
+fn close_flow(host: &CmHost, now: Time, flow: FlowId) -> Option<ClosedFlow> {
     let snapshot = host.query(flow).map(|q| ClosedFlow::from_query(&q));
     let _ = host.cm().borrow_mut().close(now, flow);
     host.take_rate_change(flow);

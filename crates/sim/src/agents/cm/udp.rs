@@ -3,9 +3,9 @@
 //! CM's probes (§2.2.2), so it exercises the rate control, the probe protocol and exponential
 //! aging without any transport of its own (Figures 4 and 6). Datagrams carry the CBR header.
 
-use super::{ClosedFlow, CmHost, close_flow, flow_key, peer_addr};
+use super::{ClosedFlow, CmHost, close_flow, closing_counters, cm_datagram, flow_key, peer_addr};
 use crate::agent::Agent;
-use crate::packet::{Addr, Packet, Proto};
+use crate::packet::{Addr, Packet};
 use adaptnet_core::Time;
 use adaptnet_core::cbr::CbrHeader;
 use adaptnet_core::cm::{FlowId, FlowOptions};
@@ -121,21 +121,9 @@ impl Agent for CmUdpSender {
         }
         self.remaining -= size;
         self.sent_bytes += size;
-        let header = CbrHeader {
-            seq: self.seq,
-            sent_at: now,
-        };
+        let seq = self.seq;
         self.seq = self.seq.wrapping_add(1);
-        let payload = u32::try_from(size.saturating_sub(CbrHeader::LEN as u64)).ok()?;
-        Packet::with_header(
-            self.local,
-            self.remote,
-            Proto::Udp,
-            CbrHeader::LEN,
-            payload,
-            |buf| header.emit(buf),
-        )
-        .ok()
+        cm_datagram(self.local, self.remote, seq, now, size)
     }
 
     fn poll_timeout(&self) -> Option<Time> {
@@ -148,11 +136,7 @@ impl Agent for CmUdpSender {
             ("cm_open_failed", f64::from(u8::from(self.open_failed))),
             ("sent_bytes", self.sent_bytes as f64),
         ];
-        if let Some(c) = &self.closed {
-            v.push(("probe_sent_bytes", c.probe_sent_bytes as f64));
-            v.push(("probe_lost_bytes", c.probe_lost_bytes as f64));
-        }
-        v.extend(super::host_counters(&self.host));
+        v.extend(closing_counters(self.closed.as_ref(), &self.host));
         v
     }
 }
