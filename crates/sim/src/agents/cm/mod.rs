@@ -193,4 +193,6 @@ fn close_flow(host: &CmHost, now: adaptnet_core::Time, flow: FlowId) -> Option<C
 }
 
 #[cfg(test)]
+mod tcp_cm_behaviour;
+#[cfg(test)]
 mod tests;
