@@ -9,6 +9,19 @@
 //! sends at once, synchronous senders such as the audio server) are charged as debt, so every
 //! byte on the wire counts against the one rate. Hence, between any two instants, granted
 //! minus refunded bytes ≤ ∫ rate dt + capacity — the property test's invariant.
+//!
+//! Window (RFC 3124 §5.2, the example `AIMD_CC` module): "notify(): AIMD_CC adds the number
+//! of bytes sent to its outstanding data window (ownd)"; "update(): AIMD_CC subtracts nsent
+//! from ownd"; "When cwnd or ownd are updated and indicate that at least one MTU may be
+//! transmitted, AIMD_CC calls the CM to schedule a transmission." Grants to flows that report
+//! every byte received or lost through `cm_update` as their acknowledgements arrive
+//! (`FeedbackSource::Acks`: TCP/CM) therefore also need room in the window: those flows'
+//! outstanding bytes plus their unused grants (`window_used_bytes`) plus the grant may not
+//! exceed `cwnd`, unless nothing is outstanding. The pacing above still applies, so their
+//! grants are paced *and* window-limited. Other flows are paced only: probe feedback lags
+//! by up to 1.5 RTT and stops when probes are lost, and papers/003 §2.2.3 rejects
+//! "clamp[ing] sender transmissions" then ("all flows stall") in favour of exponential aging;
+//! occasional implicit reports (RTCP-like) would stall a window the same way.
 
 use super::rate::RateController;
 use super::scheduler::Scheduler;
@@ -40,6 +53,11 @@ pub(crate) struct Macroflow {
     pub weight_sum: f64,
     /// The deadline under which this macroflow sits in the manager's timer set.
     pub armed: Option<Time>,
+    /// Bytes of window-limited flows that count against the window: notified and not yet
+    /// reported received or lost (RFC 3124 `ownd`), plus granted and not yet used.
+    pub window_used_bytes: u64,
+    /// Open window-limited flows (none: grants skip the per-flow window check).
+    pub window_flows: usize,
 }
 
 impl Macroflow {
@@ -59,6 +77,8 @@ impl Macroflow {
             unnotified: BTreeSet::new(),
             weight_sum: 0.0,
             armed: None,
+            window_used_bytes: 0,
+            window_flows: 0,
         }
     }
 
@@ -109,15 +129,45 @@ impl Macroflow {
         self.tokens = (self.tokens + bytes as f64).min(self.capacity);
     }
 
-    /// Issues the next grant if the tokens allow it.
-    pub(crate) fn try_grant(&mut self) -> Option<(FlowId, u64)> {
-        let (_, chunk) = self.sched.peek(self.mtu)?;
-        if self.tokens + TOKEN_EPSILON < chunk as f64 {
-            return None;
+    /// Whether `bytes` more of window-limited data would not fit the window (RFC 3124 §5.2:
+    /// transmit when "at least one MTU may be transmitted"; an empty window always may).
+    fn window_full(&self, bytes: u64) -> bool {
+        self.window_used_bytes > 0
+            && self.window_used_bytes.saturating_add(bytes) as f64 > self.rate.cwnd_bytes()
+    }
+
+    /// Puts parked (window-limited) flows back into the scheduler if the window has room for
+    /// one MTU again.
+    pub(crate) fn unpark_if_window_open(&mut self) {
+        if self.sched.has_parked() && !self.window_full(self.mtu) {
+            self.sched.unpark_all();
         }
-        let granted = self.sched.grant_head(self.mtu)?;
-        self.tokens -= granted.1 as f64;
-        Some(granted)
+    }
+
+    /// Issues the next grant if the tokens allow it. `window_limited(flow)` says whether the
+    /// flow's grants also need room in the window; such a flow at the head
+    /// while the window is full is parked and the next flow is considered.
+    pub(crate) fn try_grant(
+        &mut self,
+        window_limited: impl Fn(FlowId) -> bool,
+    ) -> Option<(FlowId, u64)> {
+        loop {
+            let (flow, chunk) = self.sched.peek(self.mtu)?;
+            let limited = self.window_flows > 0 && window_limited(flow);
+            if limited && self.window_full(chunk) {
+                self.sched.park_head();
+                continue;
+            }
+            if self.tokens + TOKEN_EPSILON < chunk as f64 {
+                return None;
+            }
+            let granted = self.sched.grant_head(self.mtu)?;
+            self.tokens -= granted.1 as f64;
+            if limited {
+                self.window_used_bytes = self.window_used_bytes.saturating_add(granted.1);
+            }
+            return Some(granted);
+        }
     }
 
     /// When the head request can be granted, if any request is pending.

@@ -6,8 +6,9 @@
 //! - [`CongestionManager`] (`manager/`): the API facade — `open`, `request`, `notify`,
 //!   `update`, `query`, `mtu`, `close`, `getmacroflow`/`setmacroflow`, `thresh` — with
 //!   `manager/io.rs` (probes, timers, events) and `manager/internals.rs` (grants, thresholds);
-//! - `macroflow.rs`: one macroflow = one rate controller + one token bucket (pacing) + one
-//!   scheduler + the change_rate threshold index;
+//! - `macroflow.rs`: one macroflow = one rate controller + one token bucket (pacing) + the
+//!   window of ACK-fed flows (RFC 3124 §5.2 `ownd` ≤ `cwnd`) + one scheduler + the
+//!   change_rate threshold index;
 //! - `rate.rs`: **where the CM decides a rate** — rate-based AIMD and exponential aging;
 //! - `scheduler.rs`: self-clocked weighted fair queueing over the flows of a macroflow;
 //! - `thresh.rs`: which flows crossed their `cm_thresh` bounds (O(log n) per change);
@@ -138,11 +139,18 @@ impl Feedback {
     }
 }
 
-/// Where a flow's feedback comes from (papers/003 §2.2.2).
+/// Where a flow's feedback comes from (papers/003 §2.2.2), and whether its grants are also
+/// limited by the macroflow's window (RFC 3124 §5.2 `ownd` ≤ `cwnd`; see `macroflow.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub enum FeedbackSource {
-    /// The application calls `update` itself (TCP/CM: ACKs).
+    /// The application calls `update` itself, as often as it learns something (e.g. from
+    /// RTCP-like reports). Grants are paced at the rate only.
     Implicit,
+    /// The application calls `update` for every byte it sent, as its acknowledgements arrive
+    /// (TCP/CM, RFC 3124 §5.1.1): received, lost (`LOSS_FEEDBACK`) or written off
+    /// (`NO_FEEDBACK`). Grants are paced at the rate *and* limited by the window: the flows'
+    /// outstanding bytes stay within `cwnd`, as RFC 3124 §5.2's `AIMD_CC` requires.
+    Acks,
     /// The CM elicits feedback with its probe protocol (Figure 5); the engine must deliver the
     /// flow's packets to the receiver's [`receiver::CmReceiver`].
     Probe,
@@ -215,6 +223,15 @@ impl FlowOptions {
             weight: 1.0,
             feedback: FeedbackSource::Implicit,
             thresholds: Thresholds::DEFAULT,
+        }
+    }
+
+    /// Weight 1, feedback for every byte through acknowledgements (window-limited), default
+    /// thresholds: what [`CmController`] opens for TCP/CM.
+    pub fn acked() -> FlowOptions {
+        FlowOptions {
+            feedback: FeedbackSource::Acks,
+            ..FlowOptions::implicit()
         }
     }
 

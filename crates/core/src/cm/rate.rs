@@ -3,19 +3,25 @@
 //!
 //! State is kept as a window-equivalent `cwnd_bytes` and the rate is `cwnd / srtt` (RFC 3124
 //! §5.2 `AIMD_CC.query`). Transmissions are paced at that rate by the macroflow's token bucket,
-//! never clocked by acknowledgements, so this is the paper's rate-based scheme; keeping the
-//! window form makes the increase exactly TCP's ("both the number of bytes successfully
-//! transferred and the round-trip time estimate are taken into account", §2.1):
+//! so this is the paper's rate-based scheme; keeping the window form makes the increase
+//! exactly TCP's ("both the number of bytes successfully transferred and the round-trip time
+//! estimate are taken into account", §2.1):
 //!
 //! * slow start: `cwnd += min(nrecd, ssthresh − cwnd)` — doubles the rate per RTT;
 //! * congestion avoidance: `cwnd += MTU × nrecd / cwnd` — one MTU per RTT's worth of data;
 //! * loss or ECN: `cwnd = max(cwnd / 2, MTU)`, `ssthresh = cwnd`, at most once per srtt;
-//! * persistent congestion (`CM_NO_FEEDBACK`): `ssthresh = max(cwnd / 2, 2 MTU)`,
-//!   `cwnd = 1 MTU` (rate = 1 MTU per srtt) and slow start.
+//! * persistent congestion (`CM_NO_FEEDBACK`): `ssthresh = max(cwnd / 2, 2 MTU)` (kept if
+//!   still in the slow start a previous one forced), `cwnd = 1 MTU` (rate = 1 MTU per srtt)
+//!   and slow start.
 //!
-//! Exponential aging: if data is outstanding and no feedback has arrived for about one RTT
-//! (`srtt + max(G, 4·rttvar)`, see [`RateController::feedback_timeout`]), the rate is halved, and halved again every half-life (minimum RTT by default, or srtt) until
-//! feedback returns, never below `min_rate_bytes_per_s`.
+//! The window itself (outstanding bytes ≤ `cwnd` for ACK-fed flows) is enforced where grants
+//! are issued, in `macroflow.rs`.
+//!
+//! Exponential aging: if open-loop data (from flows that are not window-limited) is
+//! outstanding and no feedback has arrived for about one RTT (`srtt + max(G, 4·rttvar)`, see
+//! [`RateController::feedback_timeout`]), the rate is halved, and halved again every
+//! half-life (minimum RTT by default, or srtt) until feedback returns, never below
+//! `min_rate_bytes_per_s`.
 
 use super::{AgingHalfLife, CmConfig, Feedback, LossMode};
 use crate::cc::initial_window;
@@ -53,7 +59,11 @@ pub(crate) struct RateController {
     half_life: AgingHalfLife,
     /// No further multiplicative decrease before this time (one reduction per RTT).
     decrease_guard_until: Time,
-    /// Bytes notified and not yet reported received or lost (RFC 3124 `ownd`).
+    /// In the slow start forced by persistent congestion (`CM_NO_FEEDBACK`), not yet back at
+    /// ssthresh and without a loss since.
+    restarting: bool,
+    /// Open-loop bytes notified and not yet reported received or lost (RFC 3124 `ownd`,
+    /// without the window-limited flows' bytes, which the manager counts per flow).
     ownd_bytes: u64,
     /// Feedback has been awaited since this time (data is outstanding).
     awaiting_since: Option<Time>,
@@ -77,6 +87,7 @@ impl RateController {
                 .max(config.min_rate_bytes_per_s.max(1.0)),
             half_life: config.aging_half_life,
             decrease_guard_until: Time::ZERO,
+            restarting: false,
             ownd_bytes: 0,
             awaiting_since: None,
             aging_next: None,
@@ -170,7 +181,8 @@ impl RateController {
         d.max(Duration::from_micros(1))
     }
 
-    /// `cm_notify`: `bytes` left the host.
+    /// `cm_notify`: `bytes` of open-loop data (from flows that are not window-limited, see
+    /// [`RateController::on_window_feedback`]) left the host; they arm exponential aging.
     pub(crate) fn on_sent(&mut self, now: Time, bytes: u64) {
         if bytes == 0 {
             return;
@@ -219,27 +231,61 @@ impl RateController {
         self.aging_next = Some(at + self.half_life());
     }
 
-    /// `cm_update`. Returns what happened, for counters.
+    /// `cm_update` about open-loop data (probe responses, an application's own reports).
+    /// Returns what happened, for counters.
     pub(crate) fn on_feedback(&mut self, now: Time, fb: &Feedback) -> RateAction {
+        self.feedback(now, fb, true)
+    }
+
+    /// `cm_update` from a window-limited flow (TCP/CM: `FeedbackSource::Acks`). Its bytes
+    /// never arm exponential aging: papers/003 §2.2.3 ages "the open-loop transmission rate"
+    /// when "the CM does not receive a response to a probe message within a round-trip
+    /// time", whereas a window-limited flow stops sending by itself when its acknowledgements
+    /// stop, and its persistent-congestion signal is the timeout (§2.1: "when persistent
+    /// congestion occurs (e.g., a TCP timeout), the rate drops to a small value forcing slow
+    /// start"; RFC 3124 §5.1.1 `CM_NO_FEEDBACK`). Aging it as well would cut the window
+    /// several times while TCP waits for its RTO (≥ 1 s), and the timeout would then take
+    /// ssthresh from the aged window. Its feedback still ends aging: it is news of the path.
+    pub(crate) fn on_window_feedback(&mut self, now: Time, fb: &Feedback) -> RateAction {
+        self.feedback(now, fb, false)
+    }
+
+    fn feedback(&mut self, now: Time, fb: &Feedback, open_loop: bool) -> RateAction {
         if let Some(rtt) = fb.rtt.filter(|r| !r.is_zero()) {
             // Application-supplied samples are bounded so the estimator's Duration arithmetic
             // (`srtt * 7`, `rttvar * 4`) cannot overflow.
             self.rtt.on_sample(rtt.min(MAX_RTT_SAMPLE));
         }
         self.aging_next = None;
-        let reported = fb.nrecd_bytes.saturating_add(fb.nlost_bytes);
-        self.ownd_bytes = self.ownd_bytes.saturating_sub(reported);
+        if open_loop {
+            self.ownd_bytes = if fb.mode == LossMode::NoFeedback {
+                // Everything outstanding is presumed gone.
+                0
+            } else {
+                let reported = fb.nrecd_bytes.saturating_add(fb.nlost_bytes);
+                self.ownd_bytes.saturating_sub(reported)
+            };
+        }
         self.awaiting_since = (self.ownd_bytes > 0).then_some(now);
         let action = match fb.mode {
             LossMode::NoFeedback => {
                 // papers/003 §2.1: "when persistent congestion occurs (e.g., a TCP timeout),
                 // the rate drops to a small value forcing slow start"; RFC 3124 §5.2.
-                self.ssthresh_bytes = (self.cwnd_bytes / 2.0).max(2.0 * self.mtu);
+                //
+                // A second report during the slow start the first one forced is the same
+                // congestion episode: like RFC 5681 §3.1 ("When a TCP sender detects segment
+                // loss using the retransmission timer and the given segment has already been
+                // retransmitted by way of the retransmission timer at least once, the value
+                // of ssthresh is held constant"), ssthresh keeps the pre-timeout half instead
+                // of halving the restarted window again (which would leave a TCP/CM flow
+                // creeping up linearly from 2 MTU where TCP slow-starts back to half its old
+                // flight).
+                if !(self.restarting && self.cwnd_bytes < self.ssthresh_bytes) {
+                    self.ssthresh_bytes = (self.cwnd_bytes / 2.0).max(2.0 * self.mtu);
+                }
+                self.restarting = true;
                 self.cwnd_bytes = self.mtu;
                 self.decrease_guard_until = now + self.srtt_or_initial();
-                // Everything outstanding is presumed gone.
-                self.ownd_bytes = 0;
-                self.awaiting_since = None;
                 RateAction::Restart
             }
             LossMode::Loss | LossMode::Ecn => {
@@ -247,6 +293,7 @@ impl RateController {
                     RateAction::None
                 } else {
                     // papers/003 §2.1: "Upon a loss, the rate reduces by a factor of two".
+                    self.restarting = false;
                     self.cwnd_bytes = (self.cwnd_bytes / 2.0).max(self.mtu);
                     self.ssthresh_bytes = self.cwnd_bytes;
                     self.decrease_guard_until = now + self.srtt_or_initial();
@@ -269,6 +316,9 @@ impl RateController {
         }
         if self.cwnd_bytes < self.ssthresh_bytes {
             self.cwnd_bytes += nrecd.min(self.ssthresh_bytes - self.cwnd_bytes);
+            if self.cwnd_bytes >= self.ssthresh_bytes {
+                self.restarting = false;
+            }
         } else {
             self.cwnd_bytes += self.mtu * nrecd / self.cwnd_bytes.max(self.mtu);
         }
@@ -348,5 +398,28 @@ mod tests {
         assert_eq!(r.on_feedback(Time::from_secs(1), &fb), RateAction::Restart);
         assert_eq!(r.cwnd_bytes(), 1000.0);
         assert_eq!(r.ssthresh_bytes(), 10_000.0);
+    }
+
+    #[test]
+    fn test_repeated_timeout_in_restart_slow_start_holds_ssthresh() {
+        let mut r = rc();
+        r.on_feedback(Time::ZERO, &Feedback::received(0, Some(ms(100))));
+        r.cwnd_bytes = 20_000.0;
+        let timeout = Feedback {
+            mode: LossMode::NoFeedback,
+            ..Feedback::loss(0, 1000)
+        };
+        r.on_feedback(Time::from_secs(1), &timeout);
+        r.on_feedback(Time::from_secs(2), &Feedback::received(3000, None));
+        assert_eq!(r.cwnd_bytes(), 4000.0, "slow start after the timeout");
+        // The retransmission times out too: same episode, ssthresh held (RFC 5681 §3.1).
+        r.on_feedback(Time::from_secs(4), &timeout);
+        assert_eq!(r.cwnd_bytes(), 1000.0);
+        assert_eq!(r.ssthresh_bytes(), 10_000.0);
+        // Back at ssthresh, a new timeout halves again.
+        r.on_feedback(Time::from_secs(5), &Feedback::received(9000, None));
+        assert_eq!(r.cwnd_bytes(), 10_000.0);
+        r.on_feedback(Time::from_secs(6), &timeout);
+        assert_eq!(r.ssthresh_bytes(), 5000.0);
     }
 }

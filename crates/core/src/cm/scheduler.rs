@@ -8,6 +8,11 @@
 //! `F = max(F_prev, v) + len / weight`, where `v` is the tag of the grant last issued. The
 //! smallest tag is served next. A grant costs O(log n) for n requesting flows, which keeps the
 //! per-grant cost logarithmic up to 10,000 flows (issue 4 benchmark target).
+//!
+//! A flow whose grants must wait for something other than tokens (an implicit-feedback flow
+//! while the macroflow's window is full, see `macroflow.rs`) is *parked*: taken out of the
+//! heap with its request kept, so the flows behind it are served, and put back by
+//! [`Scheduler::unpark_all`] when the window opens.
 
 use super::FlowId;
 use std::cmp::{Ordering, Reverse};
@@ -38,6 +43,8 @@ struct Entry {
     last_finish: f64,
     /// Sequence number of this flow's live heap entry, if queued.
     queued: Option<u64>,
+    /// Parked: out of the heap until `unpark_all`, its request and its finish tag kept.
+    parked: Option<f64>,
 }
 
 /// SCFQ over the flows of one macroflow.
@@ -48,6 +55,8 @@ pub(crate) struct Scheduler {
     vtime: f64,
     seq: u64,
     queued: usize,
+    /// Parked flows (each at most once; removed or re-added flows are skipped).
+    parked: Vec<FlowId>,
 }
 
 impl Scheduler {
@@ -59,6 +68,7 @@ impl Scheduler {
                 pending_bytes: 0,
                 last_finish: self.vtime,
                 queued: None,
+                parked: None,
             },
         );
     }
@@ -94,7 +104,7 @@ impl Scheduler {
             return;
         };
         e.pending_bytes = e.pending_bytes.saturating_add(bytes).min(max_pending);
-        if e.queued.is_none() && e.pending_bytes > 0 {
+        if e.queued.is_none() && e.parked.is_none() && e.pending_bytes > 0 {
             self.enqueue(flow, chunk_max);
         }
     }
@@ -162,6 +172,45 @@ impl Scheduler {
         Some((flow, bytes))
     }
 
+    /// Takes the head flow out of the heap without serving it; its request waits for
+    /// [`Scheduler::unpark_all`], which puts it back under the same finish tag (so a flow
+    /// keeps its place in the fair order however often it is parked).
+    pub(crate) fn park_head(&mut self) {
+        self.drop_stale_head();
+        let Some(Reverse((Tag(finish), _, flow))) = self.heap.pop() else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(&flow) {
+            e.queued = None;
+            e.parked = Some(finish);
+            self.queued -= 1;
+            self.parked.push(flow);
+        }
+    }
+
+    /// Whether any flow is parked.
+    pub(crate) fn has_parked(&self) -> bool {
+        !self.parked.is_empty()
+    }
+
+    /// Puts every parked flow that still has a request back into the heap.
+    pub(crate) fn unpark_all(&mut self) {
+        for flow in std::mem::take(&mut self.parked) {
+            let Some(e) = self.entries.get_mut(&flow) else {
+                continue;
+            };
+            let Some(finish) = e.parked.take() else {
+                continue;
+            };
+            if e.queued.is_none() && e.pending_bytes > 0 {
+                self.seq += 1;
+                e.queued = Some(self.seq);
+                self.queued += 1;
+                self.heap.push(Reverse((Tag(finish), self.seq, flow)));
+            }
+        }
+    }
+
     /// Rebuilds the heap when stale entries (from cancels and removals) outnumber live ones,
     /// so its size stays bounded by about twice the number of requesting flows.
     fn maybe_compact(&mut self) {
@@ -207,5 +256,46 @@ mod tests {
         s.request(FlowId(1), 10, u64::MAX, 1000);
         assert_eq!(s.remove(FlowId(1)), 10);
         assert_eq!(s.peek(1000), None);
+    }
+
+    #[test]
+    fn test_parked_flow_lets_others_through_and_keeps_its_request() {
+        let mut s = Scheduler::default();
+        s.add(FlowId(1), 1.0);
+        s.add(FlowId(2), 1.0);
+        s.request(FlowId(1), 2000, u64::MAX, 1000);
+        s.request(FlowId(2), 1000, u64::MAX, 1000);
+        assert_eq!(s.peek(1000), Some((FlowId(1), 1000)));
+        s.park_head();
+        assert!(s.has_parked());
+        // A new request of a parked flow does not requeue it.
+        s.request(FlowId(1), 500, u64::MAX, 1000);
+        assert_eq!(s.grant_head(1000), Some((FlowId(2), 1000)));
+        assert_eq!(s.peek(1000), None);
+        s.unpark_all();
+        assert!(!s.has_parked());
+        assert_eq!(s.pending(FlowId(1)), 2500);
+        assert_eq!(s.grant_head(1000), Some((FlowId(1), 1000)));
+    }
+
+    #[test]
+    fn test_weighted_shares_survive_parking_before_every_grant() {
+        // A window that admits one grant at a time: every flow but the one served is parked
+        // and unparked around each grant. Shares must still follow the weights.
+        let mut s = Scheduler::default();
+        for (i, w) in [1.0, 2.0, 5.0].iter().enumerate() {
+            s.add(FlowId(i as u32), *w);
+            s.request(FlowId(i as u32), u64::MAX, u64::MAX, 1000);
+        }
+        let mut got = [0u64; 3];
+        for _ in 0..8000 {
+            let (f, b) = s.grant_head(1000).expect("backlogged");
+            got[f.0 as usize] += b;
+            while s.peek(1000).is_some() {
+                s.park_head();
+            }
+            s.unpark_all();
+        }
+        assert_eq!(got, [1_000_000, 2_000_000, 5_000_000]);
     }
 }

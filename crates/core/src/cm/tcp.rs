@@ -3,15 +3,27 @@
 //! NewReno partial ACKs, RTO) and flow control stay in the stream unchanged; only "may I send
 //! now?" and the congestion bookkeeping move to the CM.
 //!
+//! RFC 3124 §5.1.1 gives TCP "its own outstanding window (tcp_ownd) estimate": bytes notified
+//! to the CM and not yet reported back through `cm_update`. The CM limits the macroflow's
+//! outstanding bytes to its window (RFC 3124 §5.2, see `macroflow.rs`), so every byte TCP
+//! sends must eventually be reported as received or lost, exactly once. The mapping
+//! (`cm_update(nrecd, nlost, mode, rtt)`, with `MSS` for the RFC's `avg_pkt_size`):
+//!
 //! | stream event | CM call |
 //! |---|---|
 //! | `send_permit` with no grant | `cm_request(segment)`; `Blocked` until the grant |
-//! | `on_sent` (any segment, retransmissions too) | `cm_notify(nsent)` |
-//! | `on_ack` / partial ACK / end of recovery | `cm_update(acked, 0, NO_CONGESTION, rtt)` |
-//! | third duplicate ACK | `cm_update(3·MSS, MSS, LOSS_FEEDBACK)` (RFC 3124 §5.1.1 step 4) |
-//! | further duplicate ACK in recovery | `cm_update(MSS, 0, NO_CONGESTION)` |
-//! | RTO | `cm_update(0, MSS, NO_FEEDBACK)` (persistent congestion) |
+//! | `on_sent` (any segment, retransmissions too) | `cm_notify(nsent)`; `tcp_ownd += nsent` |
+//! | `on_ack` / end of recovery | `cm_update(tcp_ownd − in_flight, 0, NO_CONGESTION, rtt)` (input step 3) |
+//! | third duplicate ACK | `cm_update(3·MSS, MSS, LOSS_FEEDBACK)` (input step 4) |
+//! | further duplicate ACK in recovery | `cm_update(MSS, 0, NO_CONGESTION)` (input step 4) |
+//! | partial ACK | `cm_update(MSS, MSS, NO_CONGESTION, rtt)` (input step 5) |
+//! | RTO | `cm_update(0, MSS, NO_FEEDBACK)`: the CM writes off the flow's outstanding bytes |
 //! | ECN echo | `cm_update(0, 0, EXPLICIT_CONGESTION)` |
+//!
+//! After an RTO the stream goes back to the first unacknowledged byte, so until the data that
+//! was outstanding at the timeout is acknowledged, `in_flight` (highest sent − acknowledged)
+//! still counts written-off bytes that were never resent; an ACK then reports the acknowledged
+//! bytes it covers, at most `tcp_ownd` (the resent bytes).
 //!
 //! # How a per-connection controller reaches the host-wide CM
 //!
@@ -35,7 +47,8 @@
 //! the CM with it on `TcpEvent::Connected` through [`CmController::seed_rtt`].
 
 use super::{
-    CmError, CongestionManager, Feedback, FlowId, FlowKey, FlowOptions, LossMode, PeerAddr,
+    CmError, CongestionManager, Feedback, FeedbackSource, FlowId, FlowKey, FlowOptions, LossMode,
+    PeerAddr,
 };
 use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
 use crate::time::Time;
@@ -73,10 +86,15 @@ impl CmHandle {
 pub struct CmController {
     cm: CmHandle,
     flow: FlowId,
+    /// RFC 3124 §5.1.1 `tcp_ownd`: bytes notified and not yet reported by `cm_update`.
+    ownd_bytes: u64,
+    /// Bytes that were outstanding at the last RTO and are not yet acknowledged (the CM wrote
+    /// them off; the stream resends them go-back-N).
+    written_off_bytes: u64,
 }
 
 impl CmController {
-    /// `cm_open` for a TCP connection to `dest` (implicit feedback, weight 1) and its
+    /// `cm_open` for a TCP connection to `dest` (feedback from its ACKs, weight 1) and its
     /// controller. Keep the [`FlowId`] to `close` the flow when the connection ends.
     pub fn open(
         cm: &CmHandle,
@@ -84,10 +102,11 @@ impl CmController {
         dest: PeerAddr,
         key: FlowKey,
     ) -> Result<(Box<dyn CongestionController>, FlowId), CmError> {
-        CmController::open_with(cm, now, dest, key, FlowOptions::implicit())
+        CmController::open_with(cm, now, dest, key, FlowOptions::acked())
     }
 
-    /// Like [`CmController::open`] with explicit options (e.g. a weight).
+    /// Like [`CmController::open`] with explicit options (e.g. a weight). The feedback source
+    /// is always [`FeedbackSource::Acks`]: the controller reports every byte it sends.
     pub fn open_with(
         cm: &CmHandle,
         now: Time,
@@ -95,13 +114,22 @@ impl CmController {
         key: FlowKey,
         options: FlowOptions,
     ) -> Result<(Box<dyn CongestionController>, FlowId), CmError> {
+        let options = FlowOptions {
+            feedback: FeedbackSource::Acks,
+            ..options
+        };
         let flow = cm.borrow_mut().open(now, dest, key, options)?;
         Ok((Box::new(CmController::new(cm.clone(), flow)), flow))
     }
 
     /// A controller for an already open flow.
     pub fn new(cm: CmHandle, flow: FlowId) -> CmController {
-        CmController { cm, flow }
+        CmController {
+            cm,
+            flow,
+            ownd_bytes: 0,
+            written_off_bytes: 0,
+        }
     }
 
     /// The flow this controller speaks for.
@@ -115,32 +143,58 @@ impl CmController {
             .update(now, flow, Feedback::received(0, Some(rtt)))
     }
 
-    fn update(&self, now: Time, fb: Feedback) {
-        let _ = self.cm.try_with(|cm| cm.update(now, self.flow, fb));
+    /// `cm_update`; `tcp_ownd` follows what the CM accepted.
+    fn update(&mut self, now: Time, fb: Feedback) {
+        let flow = self.flow;
+        let accepted = self.cm.try_with(|cm| cm.update(now, flow, fb).is_ok());
+        if accepted == Some(true) {
+            self.ownd_bytes = if fb.mode == LossMode::NoFeedback {
+                0
+            } else {
+                self.ownd_bytes
+                    .saturating_sub(fb.nrecd_bytes.saturating_add(fb.nlost_bytes))
+            };
+        }
+    }
+
+    /// RFC 3124 §5.1.1 input step 3: on an ACK for new data, "TCP computes the value of
+    /// in_flight (the amount of data in flight) as snd_max-ack-1 [...] TCP then calls
+    /// cm_update(streamid, tcp_ownd - in_flight, 0, CM_NO_CONGESTION, rtt)". Bytes the
+    /// stream's duplicate ACKs already reported are not reported again.
+    fn report_cumulative_ack(&mut self, now: Time, ack: &AckInfo) {
+        let nrecd = if self.written_off_bytes > 0 {
+            // Go-back-N after an RTO: `in_flight` still counts written-off bytes not resent.
+            self.written_off_bytes = self.written_off_bytes.saturating_sub(ack.newly_acked_bytes);
+            ack.newly_acked_bytes.min(self.ownd_bytes)
+        } else {
+            self.ownd_bytes.saturating_sub(ack.bytes_in_flight)
+        };
+        self.update(now, Feedback::received(nrecd, ack.rtt_sample));
     }
 }
 
 impl CongestionController for CmController {
     fn on_sent(&mut self, now: Time, bytes: u64, _retransmission: bool) {
-        let _ = self.cm.try_with(|cm| cm.notify(now, self.flow, bytes));
+        let flow = self.flow;
+        if self.cm.try_with(|cm| cm.notify(now, flow, bytes).is_ok()) == Some(true) {
+            self.ownd_bytes = self.ownd_bytes.saturating_add(bytes);
+        }
     }
 
     fn on_ack(&mut self, now: Time, ack: &AckInfo) {
-        self.update(
-            now,
-            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
-        );
+        self.report_cumulative_ack(now, ack);
     }
 
     fn on_congestion_event(
         &mut self,
         now: Time,
         signal: CongestionSignal,
-        _bytes_in_flight: u64,
+        bytes_in_flight: u64,
         smss: u64,
     ) {
         let fb = match signal {
-            // RFC 3124 §5.1.1 step 4: three segments arrived, one was lost.
+            // RFC 3124 §5.1.1 input step 4: "If dup_acks == 3, TCP assumes that a packet was
+            // lost and that at least 3 packets arrived to generate these duplicate acks."
             CongestionSignal::DuplicateAcks => Feedback {
                 nrecd_bytes: 3 * smss,
                 nlost_bytes: smss,
@@ -148,12 +202,15 @@ impl CongestionController for CmController {
                 rtt: None,
             },
             // RFC 3124 §5.1.1: "cm_update(streamid, avg_pkt_size, 0, CM_NO_FEEDBACK, 0)".
-            CongestionSignal::Timeout => Feedback {
-                nrecd_bytes: 0,
-                nlost_bytes: smss,
-                mode: LossMode::NoFeedback,
-                rtt: None,
-            },
+            CongestionSignal::Timeout => {
+                self.written_off_bytes = bytes_in_flight;
+                Feedback {
+                    nrecd_bytes: 0,
+                    nlost_bytes: smss,
+                    mode: LossMode::NoFeedback,
+                    rtt: None,
+                }
+            }
             CongestionSignal::Ecn => Feedback {
                 nrecd_bytes: 0,
                 nlost_bytes: 0,
@@ -165,23 +222,30 @@ impl CongestionController for CmController {
     }
 
     fn on_recovery_dup_ack(&mut self, now: Time, smss: u64) {
-        // RFC 3124 §5.1.1 step 4: each further duplicate ACK means a segment arrived.
+        // RFC 3124 §5.1.1 input step 4: "If dup_acks > 3, TCP assumes that a packet has
+        // reached the other end and caused this ack to be sent."
         self.update(now, Feedback::received(smss, None));
     }
 
     fn on_partial_ack(&mut self, now: Time, ack: &AckInfo) {
-        // RFC 3124 §5.1.1 step 5: the loss was already reported; data arrived.
+        // RFC 3124 §5.1.1 input step 5: on a partial ACK "TCP assumes that a packet was lost
+        // and that the retransmitted packet has reached the recipient. Therefore, it calls
+        // cm_update(streamid, 2 * avg_pkt_size, avg_pkt_size, CM_NO_CONGESTION, rtt)" (the
+        // RFC's second argument counts bytes received plus lost). The segments between the
+        // two holes were reported by their duplicate ACKs.
         self.update(
             now,
-            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
+            Feedback {
+                nrecd_bytes: ack.smss,
+                nlost_bytes: ack.smss,
+                mode: LossMode::NoCongestion,
+                rtt: ack.rtt_sample,
+            },
         );
     }
 
     fn on_recovery_end(&mut self, now: Time, ack: &AckInfo) {
-        self.update(
-            now,
-            Feedback::received(ack.newly_acked_bytes, ack.rtt_sample),
-        );
+        self.report_cumulative_ack(now, ack);
     }
 
     fn send_permit(&mut self, now: Time, _bytes_in_flight: u64, bytes: u64) -> SendPermit {

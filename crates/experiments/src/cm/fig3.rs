@@ -7,7 +7,7 @@
 
 use super::plot::{PointSet, fit_line, scatter_with_fits};
 use super::web::{WebLoad, add_background};
-use super::{flow, json, run, scenario, seeds, set_bottleneck};
+use super::{flow, json, mean, run, scenario, seeds, set_bottleneck};
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
@@ -116,6 +116,53 @@ fn one_run(
     })
 }
 
+/// Loss %, timeouts and goodput of each protocol per bottleneck rate (means over seeds; loss
+/// from the summed packet counts), and TCP/CM's goodput relative to NewReno's.
+fn by_rate(points: &[Fig3Point]) -> Table {
+    let mut t = Table::new([
+        "Mbit/s",
+        "NewReno loss %",
+        "TCP/CM loss %",
+        "NewReno RTOs",
+        "TCP/CM RTOs",
+        "NewReno kbit/s",
+        "TCP/CM kbit/s",
+        "TCP/CM / NewReno",
+    ]);
+    let mut rates: Vec<f64> = points.iter().map(|p| p.mbps).collect();
+    rates.sort_by(f64::total_cmp);
+    rates.dedup();
+    for mbps in rates {
+        let stats = |protocol: &str| {
+            let ps: Vec<&Fig3Point> = points
+                .iter()
+                .filter(|p| p.protocol == protocol && p.mbps == mbps)
+                .collect();
+            let (nr, nd) = ps.iter().fold((0, 0), |(r, d), p| (r + p.n_r, d + p.n_d));
+            let loss = 100.0 * nd as f64 / (nr + nd).max(1) as f64;
+            let rtos = mean(&ps.iter().map(|p| p.timeouts).collect::<Vec<_>>());
+            let bps = mean(&ps.iter().map(|p| p.goodput_bps).collect::<Vec<_>>());
+            (loss, rtos, bps)
+        };
+        let (nr, cm) = (stats("newreno"), stats("tcp-cm"));
+        t.row([
+            format!("{mbps}"),
+            format!("{:.2}", nr.0),
+            format!("{:.2}", cm.0),
+            format!("{:.1}", nr.1),
+            format!("{:.1}", cm.1),
+            format!("{:.0}", nr.2 / 1e3),
+            format!("{:.0}", cm.2 / 1e3),
+            if nr.2 > 0.0 {
+                format!("{:.2}", cm.2 / nr.2)
+            } else {
+                "-".into()
+            },
+        ]);
+    }
+    t
+}
+
 fn fit(protocol: &str, points: &[Fig3Point]) -> Option<Fig3Fit> {
     let xy: Vec<(f64, f64)> = points
         .iter()
@@ -199,6 +246,11 @@ impl Experiment for Fig3 {
             ]);
         }
         report.table("per run", "fig3-points", t);
+        report.table(
+            "per bottleneck, mean over seeds (TCP/CM should emulate NewReno, papers/003 Fig. 2)",
+            "fig3-by-rate",
+            by_rate(&points),
+        );
         let fits: Vec<Fig3Fit> = ["newreno", "tcp-cm"]
             .iter()
             .filter_map(|p| fit(p, &points))

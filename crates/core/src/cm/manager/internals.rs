@@ -23,11 +23,14 @@ impl CongestionManager {
         let Some(mf) = self.macroflows.get_mut(&mf_id) else {
             return;
         };
+        mf.unpark_if_window_open();
         for _ in 0..MAX_GRANTS_PER_CALL {
             if self.grants.len() >= self.config.max_events {
                 break;
             }
-            let Some((flow, bytes)) = mf.try_grant() else {
+            let flows = &self.flows;
+            let window_limited = |id: FlowId| flows.get(&id).is_some_and(|f| f.window_limited());
+            let Some((flow, bytes)) = mf.try_grant(window_limited) else {
                 break;
             };
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);

@@ -87,7 +87,7 @@ impl CongestionManager {
                 mode,
                 rtt: outcome.rtt,
             };
-            self.update_macroflow(now, mf, &fb);
+            self.update_macroflow(now, mf, &fb, true);
         }
     }
 

@@ -7,7 +7,7 @@ use super::probe::CmPacket;
 use super::probe::sender::ProbeSession;
 use super::{
     CmConfig, CmError, CmStats, Feedback, FeedbackSource, FlowId, FlowKey, FlowOptions, FlowQuery,
-    MacroflowId, PeerAddr, Thresholds,
+    LossMode, MacroflowId, PeerAddr, Thresholds,
 };
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -48,11 +48,29 @@ struct Flow {
     loss_rate: Option<f64>,
     probe_sent_bytes: u64,
     probe_lost_bytes: u64,
+    /// Bytes notified and not yet reported received or lost by `update` (RFC 3124 §5.2
+    /// `ownd`, kept per flow so that one flow's `CM_NO_FEEDBACK` writes off only its own
+    /// data). Kept for window-limited flows (`FeedbackSource::Acks`) only.
+    ownd_bytes: u64,
 }
 
 impl Flow {
     fn effective_weight(&self) -> f64 {
         self.weight * self.hint
+    }
+
+    /// Whether the flow's grants need room in the macroflow's window (see `macroflow.rs`).
+    fn window_limited(&self) -> bool {
+        self.feedback == FeedbackSource::Acks
+    }
+
+    /// What the flow counts against its macroflow's window: outstanding plus granted bytes.
+    fn window_bytes(&self) -> u64 {
+        if self.window_limited() {
+            self.ownd_bytes.saturating_add(self.balance_bytes)
+        } else {
+            0
+        }
     }
 }
 
@@ -84,6 +102,9 @@ pub struct MacroflowInfo {
     pub tokens_bytes: f64,
     /// Burst allowance, bytes.
     pub burst_bytes: f64,
+    /// Bytes of window-limited flows counted against `cwnd_bytes`: outstanding (RFC 3124
+    /// `ownd`) plus granted and not yet sent.
+    pub window_used_bytes: u64,
     /// Open flows.
     pub flows: usize,
 }
@@ -213,6 +234,7 @@ impl CongestionManager {
                 loss_rate: None,
                 probe_sent_bytes: 0,
                 probe_lost_bytes: 0,
+                ownd_bytes: 0,
             },
         );
         if options.feedback == FeedbackSource::Probe {
@@ -239,9 +261,15 @@ impl CongestionManager {
         let Some(flow) = self.flows.get(&id) else {
             return;
         };
-        let w = flow.effective_weight();
+        let (w, window, limited) = (
+            flow.effective_weight(),
+            flow.window_bytes(),
+            flow.window_limited(),
+        );
         if let Some(mf) = self.macroflows.get_mut(&mf_id) {
             mf.advance(now);
+            mf.window_used_bytes = mf.window_used_bytes.saturating_add(window);
+            mf.window_flows += usize::from(limited);
             mf.flows.insert(id);
             mf.unnotified.insert(id);
             mf.weight_sum += w;
@@ -257,10 +285,13 @@ impl CongestionManager {
             return 0;
         };
         let (mf_id, w) = (flow.macroflow, flow.effective_weight());
+        let (window, limited) = (flow.window_bytes(), flow.window_limited());
         let Some(mf) = self.macroflows.get_mut(&mf_id) else {
             return 0;
         };
         mf.advance(now);
+        mf.window_used_bytes = mf.window_used_bytes.saturating_sub(window);
+        mf.window_flows = mf.window_flows.saturating_sub(usize::from(limited));
         mf.flows.remove(&id);
         mf.unnotified.remove(&id);
         mf.thresh.remove(id);
@@ -421,7 +452,12 @@ impl CongestionManager {
             && now > f.granted_at + lifetime
         {
             self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(f.balance_bytes);
+            let window_before = f.window_bytes();
             f.balance_bytes = 0;
+            let freed = window_before - f.window_bytes();
+            if let Some(mf) = self.macroflows.get_mut(&f.macroflow) {
+                mf.window_used_bytes = mf.window_used_bytes.saturating_sub(freed);
+            }
         }
     }
 
@@ -441,7 +477,14 @@ impl CongestionManager {
         let used = f.balance_bytes.min(nsent);
         let unused = f.balance_bytes - used;
         let excess = nsent - used;
+        let window_before = f.window_bytes();
         f.balance_bytes = 0;
+        if f.window_limited() {
+            // RFC 3124 §5.2: "notify(): AIMD_CC adds the number of bytes sent to its
+            // outstanding data window (ownd)".
+            f.ownd_bytes = f.ownd_bytes.saturating_add(nsent);
+        }
+        let (window_after, window_limited) = (f.window_bytes(), f.window_limited());
         let (mf_id, probe, dest, key) = (
             f.macroflow,
             f.feedback == FeedbackSource::Probe,
@@ -455,7 +498,13 @@ impl CongestionManager {
             self.stats.aging_halvings += mf.advance(now);
             mf.refund(unused);
             mf.charge(excess);
-            mf.rate.on_sent(now, nsent);
+            if !window_limited {
+                mf.rate.on_sent(now, nsent);
+            }
+            mf.window_used_bytes = mf
+                .window_used_bytes
+                .saturating_add(window_after)
+                .saturating_sub(window_before);
         }
         if probe && nsent > 0 {
             let (initial_rtt, per_rtt) = (self.config.initial_rtt, self.config.probes_per_rtt);
@@ -472,15 +521,47 @@ impl CongestionManager {
 
     /// `cm_update(nrecd, nlost, lossmode, rtt)`: feedback about the flow's transmissions.
     pub fn update(&mut self, now: Time, flow: FlowId, feedback: Feedback) -> Result<(), CmError> {
-        let mf_id = self.flow(flow)?.macroflow;
-        self.update_macroflow(now, mf_id, &feedback);
+        let f = self.flow_mut(flow)?;
+        let (mf_id, window_limited) = (f.macroflow, f.window_limited());
+        if window_limited {
+            // RFC 3124 §5.2: "update(): AIMD_CC subtracts nsent from ownd" (nsent = bytes
+            // received + lost). CM_NO_FEEDBACK (a TCP timeout) means no feedback will come
+            // for any of the flow's outstanding data: it is all written off, as the rate
+            // controller does for the macroflow.
+            let reported = if feedback.mode == LossMode::NoFeedback {
+                f.ownd_bytes
+            } else {
+                feedback
+                    .nrecd_bytes
+                    .saturating_add(feedback.nlost_bytes)
+                    .min(f.ownd_bytes)
+            };
+            f.ownd_bytes -= reported;
+            if let Some(mf) = self.macroflows.get_mut(&mf_id) {
+                mf.window_used_bytes = mf.window_used_bytes.saturating_sub(reported);
+            }
+        }
+        self.update_macroflow(now, mf_id, &feedback, !window_limited);
         Ok(())
     }
 
-    fn update_macroflow(&mut self, now: Time, mf_id: MacroflowId, fb: &Feedback) {
+    /// Bytes the flow has notified and not yet reported received or lost (RFC 3124 §5.2
+    /// `ownd`; window-limited flows only, 0 for others).
+    pub fn outstanding_bytes(&self, flow: FlowId) -> Result<u64, CmError> {
+        Ok(self.flow(flow)?.ownd_bytes)
+    }
+
+    /// Applies feedback to a macroflow's rate; `open_loop` is false for reports from
+    /// window-limited flows (see `RateController::on_window_feedback`).
+    fn update_macroflow(&mut self, now: Time, mf_id: MacroflowId, fb: &Feedback, open_loop: bool) {
         if let Some(mf) = self.macroflows.get_mut(&mf_id) {
             self.stats.aging_halvings += mf.advance(now);
-            match mf.rate.on_feedback(now, fb) {
+            let action = if open_loop {
+                mf.rate.on_feedback(now, fb)
+            } else {
+                mf.rate.on_window_feedback(now, fb)
+            };
+            match action {
                 super::rate::RateAction::Decrease => self.stats.decreases += 1,
                 super::rate::RateAction::Restart => self.stats.restarts += 1,
                 super::rate::RateAction::None => {}
@@ -526,6 +607,7 @@ impl CongestionManager {
             aging: mf.rate.is_aging(),
             tokens_bytes: mf.tokens(),
             burst_bytes: mf.capacity(),
+            window_used_bytes: mf.window_used_bytes,
             flows: mf.flows.len(),
         })
     }

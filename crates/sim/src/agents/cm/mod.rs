@@ -216,4 +216,6 @@ fn close_flow(host: &CmHost, now: Time, flow: FlowId) -> Option<ClosedFlow> {
 }
 
 #[cfg(test)]
+mod tcp_cm_behaviour;
+#[cfg(test)]
 mod tests;
