@@ -2,6 +2,10 @@
 //! destination. Read `papers/003` (Balakrishnan, Rahul, Seshan, SIGCOMM '99) §2–§3 first, then
 //! RFC 3124 §3–§5 for the API details the paper leaves open; `docs/design/cm.md` is the digest.
 //!
+//! Caution: the RFC 3124 passages quoted in this module's comments were written down without
+//! the RFC's text at hand (it is not in the project's offline references); treat them as close
+//! paraphrases and check them against the RFC before relying on their exact wording.
+//!
 //! Where things live:
 //! - [`CongestionManager`] (`manager/`): the API facade — `open`, `request`, `notify`,
 //!   `update`, `query`, `mtu`, `close`, `getmacroflow`/`setmacroflow`, `thresh` — with
