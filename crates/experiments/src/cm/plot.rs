@@ -2,6 +2,7 @@
 //! and step series (encodings over time, Figure 10).
 
 use crate::report::ReportError;
+use crate::report::plot::{Frame, axis_max, plot_err, render};
 use plotters::prelude::*;
 
 /// One point set and its least-squares line `y = slope·x + intercept`.
@@ -14,10 +15,6 @@ pub(super) struct PointSet<'a> {
     pub fit: Option<(f64, f64)>,
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> ReportError {
-    ReportError::Plot(e.to_string())
-}
-
 /// Draws point sets as markers with their fitted lines; returns the SVG text.
 pub(super) fn scatter_with_fits(
     title: &str,
@@ -25,20 +22,17 @@ pub(super) fn scatter_with_fits(
     y_label: &str,
     sets: &[PointSet],
 ) -> Result<String, ReportError> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 560)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let all = sets.iter().flat_map(|s| s.points.iter());
-        let x_max = all.clone().map(|p| p.0).fold(0.0f64, f64::max).max(1e-9) * 1.05;
-        let y_max = all.map(|p| p.1).fold(0.0f64, f64::max).max(1e-9) * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(80)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(plot_err)?;
+    let all = || sets.iter().flat_map(|s| s.points.iter());
+    let x_max = axis_max(all().map(|p| p.0)) * 1.05;
+    let frame = Frame {
+        title,
+        size: (900, 560),
+        x_max,
+        y_max: axis_max(all().map(|p| p.1)) * 1.1,
+        y_label_area: 80,
+        legend: SeriesLabelPosition::UpperLeft,
+    };
+    render(frame, |chart| {
         chart
             .configure_mesh()
             .x_desc(x_label)
@@ -59,16 +53,8 @@ pub(super) fn scatter_with_fits(
                     .map_err(plot_err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// Turns `(time, value)` changes into a step series ending at `end`.

@@ -1,6 +1,7 @@
 //! SVG plots rendered in memory: line charts of time series and grouped bar charts.
 
 use super::ReportError;
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 /// One line of a line chart.
@@ -11,8 +12,64 @@ pub struct Series<'a> {
     pub points: Vec<(f64, f64)>,
 }
 
-fn plot_err<E: std::fmt::Display>(e: E) -> ReportError {
+/// Turns a plotters error into a report error.
+pub(crate) fn plot_err<E: std::fmt::Display>(e: E) -> ReportError {
     ReportError::Plot(e.to_string())
+}
+
+/// The chart every plot here draws on: f64 axes starting at zero, on an SVG string.
+pub(crate) type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// What differs between plots in their frame.
+pub(crate) struct Frame<'t> {
+    /// Caption.
+    pub title: &'t str,
+    /// Image size in pixels.
+    pub size: (u32, u32),
+    /// Upper end of the x axis.
+    pub x_max: f64,
+    /// Upper end of the y axis.
+    pub y_max: f64,
+    /// Width of the y label area (wider for large numbers).
+    pub y_label_area: u32,
+    /// Where the legend goes.
+    pub legend: SeriesLabelPosition,
+}
+
+/// The largest value, at least a tiny positive number (so an axis never has zero length).
+pub(crate) fn axis_max(values: impl Iterator<Item = f64>) -> f64 {
+    values.fold(0.0f64, f64::max).max(1e-9)
+}
+
+/// Renders one plot: white background, caption, axes from zero, then `draw` (mesh and
+/// series), then the legend; returns the SVG text.
+pub(crate) fn render(
+    frame: Frame,
+    draw: impl FnOnce(&mut Chart) -> Result<(), ReportError>,
+) -> Result<String, ReportError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, frame.size).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(frame.title, ("sans-serif", 20))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(frame.y_label_area)
+            .build_cartesian_2d(0.0..frame.x_max, 0.0..frame.y_max)
+            .map_err(plot_err)?;
+        draw(&mut chart)?;
+        chart
+            .configure_series_labels()
+            .position(frame.legend)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(plot_err)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
 }
 
 /// Draws `series` as lines; returns the SVG text.
@@ -22,28 +79,15 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series],
 ) -> Result<String, ReportError> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 500)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let x_max = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.0))
-            .fold(0.0f64, f64::max)
-            .max(1e-9);
-        let y_max = series
-            .iter()
-            .flat_map(|s| s.points.iter().map(|p| p.1))
-            .fold(0.0f64, f64::max)
-            .max(1e-9)
-            * 1.1;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
-            .map_err(plot_err)?;
+    let frame = Frame {
+        title,
+        size: (900, 500),
+        x_max: axis_max(series.iter().flat_map(|s| s.points.iter().map(|p| p.0))),
+        y_max: axis_max(series.iter().flat_map(|s| s.points.iter().map(|p| p.1))) * 1.1,
+        y_label_area: 60,
+        legend: SeriesLabelPosition::MiddleRight,
+    };
+    render(frame, |chart| {
         chart
             .configure_mesh()
             .x_desc(x_label)
@@ -63,15 +107,8 @@ pub fn line_chart(
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 /// [`line_chart`] for series given as `(label, points)` pairs.
@@ -106,27 +143,19 @@ pub fn bar_chart(
     bars: &Bars,
     y_max: Option<f64>,
 ) -> Result<String, ReportError> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1000, 520)).into_drawing_area();
-        root.fill(&WHITE).map_err(plot_err)?;
-        let groups = bars.categories.len().max(1);
-        let per = bars.series.len().max(1);
-        let top = y_max.unwrap_or_else(|| {
-            bars.series
-                .iter()
-                .flat_map(|(_, v)| v.iter().copied())
-                .fold(0.0f64, f64::max)
-                .max(1e-9)
-                * 1.1
-        });
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 20))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.0..groups as f64, 0.0..top)
-            .map_err(plot_err)?;
+    let groups = bars.categories.len().max(1);
+    let per = bars.series.len().max(1);
+    let frame = Frame {
+        title,
+        size: (1000, 520),
+        x_max: groups as f64,
+        y_max: y_max.unwrap_or_else(|| {
+            axis_max(bars.series.iter().flat_map(|(_, v)| v.iter().copied())) * 1.1
+        }),
+        y_label_area: 60,
+        legend: SeriesLabelPosition::MiddleRight,
+    };
+    render(frame, |chart| {
         let cats = bars.categories.clone();
         chart
             .configure_mesh()
@@ -158,15 +187,8 @@ pub fn bar_chart(
                     Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
                 });
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()
-            .map_err(plot_err)?;
-        root.present().map_err(plot_err)?;
-    }
-    Ok(svg)
+        Ok(())
+    })
 }
 
 #[cfg(test)]
