@@ -228,13 +228,19 @@ impl Scheduler {
 mod tests {
     use super::*;
 
-    #[test]
-    fn test_weighted_shares_follow_weights() {
+    /// A scheduler whose flows `0..` have these weights and never-ending requests.
+    fn backlogged(weights: &[f64]) -> Scheduler {
         let mut s = Scheduler::default();
-        for (i, w) in [1.0, 2.0, 5.0].iter().enumerate() {
+        for (i, w) in weights.iter().enumerate() {
             s.add(FlowId(i as u32), *w);
             s.request(FlowId(i as u32), u64::MAX, u64::MAX, 1000);
         }
+        s
+    }
+
+    #[test]
+    fn test_weighted_shares_follow_weights() {
+        let mut s = backlogged(&[1.0, 2.0, 5.0]);
         let mut got = [0u64; 3];
         for _ in 0..8000 {
             let (f, b) = s.grant_head(1000).expect("backlogged");
@@ -282,11 +288,7 @@ mod tests {
     fn test_weighted_shares_survive_parking_before_every_grant() {
         // A window that admits one grant at a time: every flow but the one served is parked
         // and unparked around each grant. Shares must still follow the weights.
-        let mut s = Scheduler::default();
-        for (i, w) in [1.0, 2.0, 5.0].iter().enumerate() {
-            s.add(FlowId(i as u32), *w);
-            s.request(FlowId(i as u32), u64::MAX, u64::MAX, 1000);
-        }
+        let mut s = backlogged(&[1.0, 2.0, 5.0]);
         let mut got = [0u64; 3];
         for _ in 0..8000 {
             let (f, b) = s.grant_head(1000).expect("backlogged");

@@ -122,23 +122,5 @@ mtu_bytes = 1000
     let s = Scenario::parse(&text, "test.toml", Path::new("."), "test")
         .unwrap_or_else(|e| panic!("{e}"));
     let r = s.run(1, &mut |_| {}).expect("runs").results;
-    let from = r
-        .sample_times_s
-        .iter()
-        .position(|t| *t > 10.0)
-        .expect("samples");
-    let bytes: Vec<f64> = r
-        .flows
-        .iter()
-        .map(|f| f.goodput_series_bps[from..].iter().sum::<f64>())
-        .collect();
-    let total: f64 = bytes.iter().sum();
-    assert!(total > 0.0);
-    for (i, b) in bytes.iter().enumerate() {
-        let (share, want) = (b / total, (i + 1) as f64 / 6.0);
-        assert!(
-            (share / want - 1.0).abs() < 0.05,
-            "flow {i}: share {share:.3}, weight share {want:.3}"
-        );
-    }
+    super::tests::assert_shares_follow_weights(&r, &[1.0, 2.0, 3.0], 10.0);
 }

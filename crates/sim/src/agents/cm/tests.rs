@@ -120,27 +120,8 @@ fn test_weighted_cm_flows_get_shares_within_5_percent_of_weights() {
     }
     let s = scenario(&text);
     let r = s.run(1, &mut |_| {}).expect("runs").results;
-    // Bytes delivered from 10 s on (every flow is backlogged from 0 s).
-    let from = r
-        .sample_times_s
-        .iter()
-        .position(|t| *t > 10.0)
-        .expect("samples");
-    let bytes: Vec<f64> = r
-        .flows
-        .iter()
-        .map(|f| f.goodput_series_bps[from..].iter().sum::<f64>())
-        .collect();
-    let total: f64 = bytes.iter().sum();
-    assert!(total > 0.0);
-    for (i, b) in bytes.iter().enumerate() {
-        let share = b / total;
-        let want = (i + 1) as f64 / 6.0;
-        assert!(
-            (share / want - 1.0).abs() < 0.05,
-            "flow {i}: share {share:.3}, weight share {want:.3}"
-        );
-    }
+    // Every flow is backlogged from 0 s.
+    assert_shares_follow_weights(&r, &[1.0, 2.0, 3.0], 10.0);
 }
 
 #[test]
@@ -180,4 +161,34 @@ fn test_malformed_control_packets_are_counted_not_fatal() {
     }
     assert_eq!(agent.malformed(), 4);
     assert!(agent.poll_transmit(Time::ZERO).is_none());
+}
+
+/// Asserts that the flows' goodput after `after_s` is split in proportion to `weights`, each
+/// share within 5 % of its weight share.
+pub(super) fn assert_shares_follow_weights(
+    r: &crate::metrics::RunResults,
+    weights: &[f64],
+    after_s: f64,
+) {
+    let from = r
+        .sample_times_s
+        .iter()
+        .position(|t| *t > after_s)
+        .expect("samples");
+    let bytes: Vec<f64> = r
+        .flows
+        .iter()
+        .map(|f| f.goodput_series_bps[from..].iter().sum::<f64>())
+        .collect();
+    let total: f64 = bytes.iter().sum();
+    let weight_total: f64 = weights.iter().sum();
+    assert!(total > 0.0);
+    assert_eq!(bytes.len(), weights.len());
+    for (i, (b, w)) in bytes.iter().zip(weights).enumerate() {
+        let (share, want) = (b / total, w / weight_total);
+        assert!(
+            (share / want - 1.0).abs() < 0.05,
+            "flow {i}: share {share:.3}, weight share {want:.3}"
+        );
+    }
 }
