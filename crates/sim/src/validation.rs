@@ -230,6 +230,31 @@ pub fn reorder(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
     ))
 }
 
+/// 100 NewReno flows on a 100 Mbit/s, 50 ms RTT, BDP-buffered dumbbell (regression: an RTO
+/// backoff that was never cleared after a timeout starved single flows for tens of seconds):
+/// every flow gets at least a quarter of the mean goodput and Jain's index is at least 0.98.
+pub fn hundred_flows(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
+    let rel = "validation/hundred-flows.toml";
+    let out = run(dir, rel, seed)?;
+    let r = &out.results;
+    let goodputs: Vec<f64> = r.flows.iter().map(|f| f.goodput_bps).collect();
+    let mean = goodputs.iter().sum::<f64>() / goodputs.len().max(1) as f64;
+    let worst = goodputs.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok(check(
+        "100 flows: no flow starves after timeouts",
+        rel,
+        "every flow >= 25 % of the mean, Jain >= 0.98".into(),
+        format!(
+            "worst flow {:.0} kbit/s = {:.0} % of the mean {:.0} kbit/s, Jain {:.3}",
+            worst / 1e3,
+            100.0 * worst / mean.max(f64::MIN_POSITIVE),
+            mean / 1e3,
+            r.jain_index
+        ),
+        goodputs.len() == 100 && worst >= 0.25 * mean && r.jain_index >= 0.98,
+    ))
+}
+
 /// Every check, in order.
 pub fn all(dir: &Path, seed: u64) -> Result<Vec<Check>, ScenarioError> {
     let mut v = vec![
@@ -241,5 +266,6 @@ pub fn all(dir: &Path, seed: u64) -> Result<Vec<Check>, ScenarioError> {
     v.push(determinism(dir, seed)?);
     v.push(outage(dir, seed)?);
     v.push(reorder(dir, seed)?);
+    v.push(hundred_flows(dir, seed)?);
     Ok(v)
 }

@@ -82,3 +82,10 @@ fn every_shipped_scenario_file_loads() {
         Scenario::load(&f).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// Regression: after repeated timeouts a flow's RTO backoff was never cleared (every ACK
+/// covered a retransmission, so Karn's rule gave no sample) and four of 100 flows starved.
+#[test]
+fn hundred_flows_none_starves_after_repeated_timeouts() {
+    assert_pass(validation::hundred_flows(&experiments(), 1));
+}

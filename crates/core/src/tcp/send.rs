@@ -203,8 +203,16 @@ impl SendHalf {
         };
         if let Some(rtt) = rtt_sample {
             self.rtt.on_sample(rtt);
-            self.backoffs = 0;
         }
+        // RFC 6298 §5 collapses a backed-off RTO once a new RTT measurement arrives; Karn's
+        // rule (§3) forbids measuring from retransmitted data. After a timeout every ACK may
+        // cover a retransmission, so without timestamps no measurement ever comes and the
+        // backoff would be kept forever: one flow among many then waits 2, 4, 8, 16 s between
+        // single segments and starves. Stacks in wide use get a fresh sample from every new
+        // ACK (RFC 7323 timestamps in Linux and FreeBSD), so their backoff ends as soon as data
+        // is acknowledged; we do the same without timestamps: new data acknowledged clears the
+        // backoff, and Karn's rule still decides which ACKs feed the estimator.
+        self.backoffs = 0;
 
         let info = AckInfo {
             newly_acked_bytes: newly,

@@ -229,3 +229,41 @@ fn test_extra_acks_are_sent_on_request() {
     // Nothing is outstanding, so by RFC 5681 §2 these are not duplicate ACKs for the sender.
     assert_eq!(p.client.stats().dup_acks_received, 0);
 }
+
+/// Regression (starvation after repeated timeouts): after a timeout every ACK covers a
+/// retransmitted segment, so Karn's rule yields no RTT sample; the backed-off RTO must still
+/// collapse once new data is acknowledged, or a flow waits 2, 4, 8, 16 s between segments.
+#[test]
+fn test_rto_backoff_cleared_when_retransmission_is_acked() {
+    let mut first_seq = None;
+    let mut drops = 0;
+    let mut p = Pair::new(TcpConfig::default(), move |_, seg| {
+        let seq = *first_seq.get_or_insert(seg.repr.seq);
+        if seg.repr.seq == seq && drops < 3 {
+            drops += 1;
+            return true;
+        }
+        false
+    });
+    p.client.write(100_000);
+    p.run(Time::from_secs(1));
+    // Three timeouts in a row: the RTO is backed off to 8 times its base value.
+    for _ in 0..3 {
+        let fire = p.client.poll_timeout().expect("timer armed");
+        p.run(fire);
+    }
+    assert_eq!(p.client.stats().timeouts, 3);
+    let third = p.pipe.now();
+    // The third retransmission gets through; its ACK (one round trip later) acknowledges new
+    // data although no RTT sample may be taken from it.
+    p.run(third + Duration::from_millis(150));
+    assert!(p.client.rtt().samples() == 1, "Karn's rule still holds");
+    let now = p.pipe.now();
+    let next = p.client.poll_timeout().expect("data outstanding, timer armed");
+    assert!(
+        next - now <= p.client.rtt().rto(),
+        "timer {:?} after the ACK, base RTO {:?}: backoff not cleared",
+        next - now,
+        p.client.rtt().rto()
+    );
+}
