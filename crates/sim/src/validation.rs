@@ -4,7 +4,7 @@
 //! `adaptnet validate` prints them.
 
 use crate::metrics::{LinkResult, RunResults};
-use crate::scenario::{RunOutput, Scenario, ScenarioError};
+use crate::scenario::{FlowType, RunOutput, Scenario, ScenarioError};
 use std::fmt;
 use std::path::Path;
 
@@ -255,6 +255,42 @@ pub fn hundred_flows(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
     ))
 }
 
+fn counter(r: &RunResults, name: &str) -> f64 {
+    r.flows
+        .first()
+        .and_then(|f| f.counters.get(name))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// RFC 3042 limited transmit with a window of three segments whose first is lost: fast
+/// retransmit and no timeout; the same run without limited transmit needs a timeout (so the
+/// check can tell the two apart).
+pub fn limited_transmit(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
+    let rel = "validation/limited-transmit-window3.toml";
+    let scenario = Scenario::load(&dir.join(rel))?;
+    let with = scenario.run(seed, &mut |_| {})?.results;
+    let mut plain = scenario.clone();
+    for flow in &mut plain.flows {
+        if let FlowType::Tcp { config, .. } = &mut flow.kind {
+            config.limited_transmit = false;
+        }
+    }
+    let without = plain.run(seed, &mut |_| {})?.results;
+    let (fr, rto) = (
+        counter(&with, "fast_retransmits"),
+        counter(&with, "timeouts"),
+    );
+    let rto_without = counter(&without, "timeouts");
+    Ok(check(
+        "limited transmit: fast retransmit with a window of 3",
+        rel,
+        ">= 1 fast retransmit, 0 RTOs (without it: >= 1 RTO)".into(),
+        format!("{fr} fast retransmits, {rto} RTOs (without: {rto_without} RTOs)"),
+        fr >= 1.0 && rto == 0.0 && rto_without >= 1.0,
+    ))
+}
+
 /// Every check, in order.
 pub fn all(dir: &Path, seed: u64) -> Result<Vec<Check>, ScenarioError> {
     let mut v = vec![
@@ -266,6 +302,7 @@ pub fn all(dir: &Path, seed: u64) -> Result<Vec<Check>, ScenarioError> {
     v.push(determinism(dir, seed)?);
     v.push(outage(dir, seed)?);
     v.push(reorder(dir, seed)?);
+    v.push(limited_transmit(dir, seed)?);
     v.push(hundred_flows(dir, seed)?);
     Ok(v)
 }

@@ -89,3 +89,8 @@ fn every_shipped_scenario_file_loads() {
 fn hundred_flows_none_starves_after_repeated_timeouts() {
     assert_pass(validation::hundred_flows(&experiments(), 1));
 }
+
+#[test]
+fn limited_transmit_fast_retransmits_with_a_window_of_three() {
+    assert_pass(validation::limited_transmit(&experiments(), 1));
+}

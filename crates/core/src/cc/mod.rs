@@ -19,7 +19,7 @@
 
 mod newreno;
 
-pub use newreno::{NewReno, initial_window};
+pub use newreno::{InitialWindow, NewReno, initial_window};
 
 use crate::time::Time;
 use std::fmt;

@@ -34,6 +34,31 @@ impl NewReno {
     }
 }
 
+/// The initial congestion window a connection starts with (a per-connection option).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum InitialWindow {
+    /// RFC 3390 §1, kept by RFC 5681 §3.1: `min(4*SMSS, max(2*SMSS, 4380 bytes))`, that is
+    /// 2, 3 or 4 segments by SMSS. The default, and what the papers' TCPs used.
+    #[default]
+    Rfc3390,
+    /// RFC 6928 §2: `min(10*SMSS, max(2*SMSS, 14600 bytes))` ("IW10").
+    Iw10,
+    /// A fixed number of segments (at least one).
+    Segments(u32),
+}
+
+impl InitialWindow {
+    /// The window in bytes for this SMSS.
+    pub fn bytes(self, smss: u64) -> u64 {
+        let smss = smss.max(1);
+        match self {
+            InitialWindow::Rfc3390 => initial_window(smss),
+            InitialWindow::Iw10 => (10 * smss).min((2 * smss).max(14_600)),
+            InitialWindow::Segments(n) => u64::from(n.max(1)).saturating_mul(smss),
+        }
+    }
+}
+
 /// RFC 5681 §3.1 initial window: 2, 3 or 4 segments depending on SMSS.
 pub fn initial_window(smss: u64) -> u64 {
     if smss > 2190 {
@@ -140,6 +165,24 @@ mod tests {
             rtt_sample: None,
             smss: SMSS,
         }
+    }
+
+    #[test]
+    fn test_initial_window_options() {
+        assert_eq!(InitialWindow::Rfc3390.bytes(1460), 4380);
+        assert_eq!(InitialWindow::Iw10.bytes(1460), 14_600);
+        assert_eq!(
+            InitialWindow::Iw10.bytes(536),
+            5360,
+            "10*SMSS below 14600 bytes"
+        );
+        assert_eq!(
+            InitialWindow::Iw10.bytes(9000),
+            18_000,
+            "2*SMSS above 14600 bytes"
+        );
+        assert_eq!(InitialWindow::Segments(0).bytes(1000), 1000);
+        assert_eq!(InitialWindow::Segments(7).bytes(1000), 7000);
     }
 
     #[test]

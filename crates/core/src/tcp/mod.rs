@@ -31,7 +31,7 @@ pub mod wire;
 
 pub use wire::{Flags, TcpRepr};
 
-use crate::cc::{CongestionController, NewReno};
+use crate::cc::{CongestionController, InitialWindow, NewReno};
 use crate::rtt::{RtoConfig, RttEstimator};
 use crate::time::Time;
 use recv::RecvHalf;
@@ -52,6 +52,11 @@ pub struct TcpConfig {
     pub recv_buffer: u64,
     /// Consecutive retransmission timeouts after which the connection is aborted.
     pub max_retries: u32,
+    /// Initial congestion window of the NewReno controller built by [`Connection::newreno`].
+    pub initial_window: InitialWindow,
+    /// RFC 3042 limited transmit: send one new segment on each of the first two duplicate
+    /// ACKs. Off by default (the papers' TCPs predate it).
+    pub limited_transmit: bool,
 }
 
 impl Default for TcpConfig {
@@ -62,6 +67,8 @@ impl Default for TcpConfig {
             delayed_ack: None,
             recv_buffer: 4 << 20,
             max_retries: 15,
+            initial_window: InitialWindow::Rfc3390,
+            limited_transmit: false,
         }
     }
 }
@@ -183,7 +190,8 @@ impl Connection {
 
     /// A NewReno controller sized for this configuration.
     pub fn newreno(config: &TcpConfig) -> Box<dyn CongestionController> {
-        Box::new(NewReno::new(u64::from(config.mss)))
+        let iw = config.initial_window.bytes(u64::from(config.mss));
+        Box::new(NewReno::with_initial_window(iw))
     }
 
     fn new(
@@ -194,7 +202,8 @@ impl Connection {
         cc: Box<dyn CongestionController>,
     ) -> Connection {
         let mss = u64::from(config.mss.max(1));
-        let send = SendHalf::new(mss, config.rto, cc);
+        let mut send = SendHalf::new(mss, config.rto, cc);
+        send.set_limited_transmit(config.limited_transmit);
         let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack);
         Connection {
             config,

@@ -66,6 +66,13 @@ pub(super) struct SendHalf {
     /// A pacing controller asked to be polled again at this time.
     pacing_wakeup: Option<Time>,
     cc: Box<dyn CongestionController>,
+    /// RFC 3042 limited transmit is enabled.
+    limited_transmit: bool,
+    /// New segments limited transmit may still send (one per early duplicate ACK).
+    lt_allowance: u32,
+    /// Bytes sent by limited transmit since the last new ACK; RFC 3042 §2 keeps them out of
+    /// the FlightSize that sets ssthresh.
+    lt_bytes: u64,
 }
 
 impl SendHalf {
@@ -90,7 +97,15 @@ impl SendHalf {
             backoffs: 0,
             pacing_wakeup: None,
             cc,
+            limited_transmit: false,
+            lt_allowance: 0,
+            lt_bytes: 0,
         }
+    }
+
+    /// Enables or disables RFC 3042 limited transmit.
+    pub(super) fn set_limited_transmit(&mut self, on: bool) {
+        self.limited_transmit = on;
     }
 
     pub(super) fn write(&mut self, bytes: u64) {
@@ -185,6 +200,8 @@ impl SendHalf {
         self.una = ack;
         self.nxt = self.nxt.max(ack);
         self.dupacks = 0;
+        self.lt_allowance = 0;
+        self.lt_bytes = 0;
 
         // Karn's rule (RFC 6298 §3): sample only when no acknowledged range was retransmitted.
         let mut newest = None;
@@ -248,13 +265,22 @@ impl SendHalf {
     fn on_dup_ack(&mut self, now: Time, stats: &mut TcpStats) {
         stats.dup_acks_received += 1;
         self.dupacks += 1;
+        if self.limited_transmit && !self.in_recovery && self.dupacks < DUPACK_THRESHOLD {
+            // RFC 3042 §2: on each of the first two duplicate ACKs, one new segment may be sent
+            // if the receiver's window allows, cwnd unchanged (the allowance is spent in
+            // `next_segment`).
+            self.lt_allowance += 1;
+        }
         if self.in_recovery {
             self.cc.on_recovery_dup_ack(now, self.smss);
         } else if self.dupacks == DUPACK_THRESHOLD && self.una >= self.recover {
             // RFC 6582 §3.2 steps 1-2. The `una >= recover` guard keeps duplicate ACKs for data
             // sent before an RTO from starting a second, spurious recovery.
             stats.fast_retransmits += 1;
-            let flight = self.flight_size();
+            // RFC 3042 §2: segments sent by limited transmit do not count in the FlightSize
+            // that sets ssthresh (RFC 5681 §3.2 step 2).
+            let flight = self.flight_size().saturating_sub(self.lt_bytes);
+            self.lt_allowance = 0;
             self.recover = self.max;
             self.in_recovery = true;
             self.partial_ack_seen = false;
@@ -320,6 +346,7 @@ impl SendHalf {
         if seg.len > 0 && end > self.una + self.peer_window && self.nxt > self.una {
             return None;
         }
+        let mut limited = false;
         match self
             .cc
             .send_permit(now, self.nxt - self.una, u64::from(seg.len).max(1))
@@ -329,7 +356,16 @@ impl SendHalf {
                 self.pacing_wakeup = Some(t);
                 return None;
             }
+            // RFC 3042 §2: only previously unsent data, and only within the receiver's window
+            // (checked above).
+            SendPermit::Blocked if self.lt_allowance > 0 && seg.len > 0 && self.nxt >= self.max => {
+                limited = true;
+            }
             SendPermit::Blocked => return None,
+        }
+        if limited {
+            self.lt_allowance -= 1;
+            self.lt_bytes += u64::from(seg.len);
         }
         let retransmission = self.nxt < self.rtx_until;
         self.record_sent(now, seg, retransmission, stats);

@@ -259,11 +259,63 @@ fn test_rto_backoff_cleared_when_retransmission_is_acked() {
     p.run(third + Duration::from_millis(150));
     assert!(p.client.rtt().samples() == 1, "Karn's rule still holds");
     let now = p.pipe.now();
-    let next = p.client.poll_timeout().expect("data outstanding, timer armed");
+    let next = p
+        .client
+        .poll_timeout()
+        .expect("data outstanding, timer armed");
     assert!(
         next - now <= p.client.rtt().rto(),
         "timer {:?} after the ACK, base RTO {:?}: backoff not cleared",
         next - now,
         p.client.rtt().rto()
     );
+}
+
+/// Runs a 6-segment transfer with a 3-segment window whose first data segment is lost once;
+/// returns (fast retransmits, timeouts).
+fn first_segment_lost_with_window_of_three(limited_transmit: bool) -> (u64, u64) {
+    let config = TcpConfig {
+        initial_window: InitialWindow::Segments(3),
+        limited_transmit,
+        ..TcpConfig::default()
+    };
+    let mut p = Pair::new(config, |n, _| n == 1);
+    p.client.write(6 * 1460);
+    p.run(Time::from_secs(10));
+    assert_eq!(
+        p.server.as_ref().map(|s| s.bytes_delivered()),
+        Some(6 * 1460)
+    );
+    let s = p.client.stats();
+    (s.fast_retransmits, s.timeouts)
+}
+
+#[test]
+fn test_window_of_three_loss_needs_timeout_without_limited_transmit() {
+    // Two segments follow the lost one: two duplicate ACKs, no fast retransmit.
+    assert_eq!(first_segment_lost_with_window_of_three(false), (0, 1));
+}
+
+#[test]
+fn test_limited_transmit_fast_retransmits_with_window_of_three() {
+    // RFC 3042: each of the two duplicate ACKs releases one new segment, whose ACKs are the
+    // third and fourth duplicates.
+    assert_eq!(first_segment_lost_with_window_of_three(true), (1, 0));
+}
+
+#[test]
+fn test_iw10_sends_ten_segments_in_first_flight() {
+    let config = TcpConfig {
+        initial_window: InitialWindow::Iw10,
+        ..TcpConfig::default()
+    };
+    let mut p = Pair::new(config, no_drop);
+    p.run(Time::from_millis(150));
+    p.client.write(100 * 1460);
+    let now = p.pipe.now();
+    let mut first_flight = 0;
+    while p.client.poll_transmit(now).is_some() {
+        first_flight += 1;
+    }
+    assert_eq!(first_flight, 10);
 }

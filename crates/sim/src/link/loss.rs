@@ -1,4 +1,5 @@
-//! Random packet loss on a link: none, Bernoulli, or Gilbert-Elliott (two-state bursty).
+//! Packet loss on a link: none, Bernoulli, Gilbert-Elliott (two-state bursty), or a fixed list
+//! of packet numbers (for checks that need one exact loss pattern).
 
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
@@ -26,6 +27,12 @@ pub enum LossModel {
         /// Loss probability in the bad state.
         loss_bad: f64,
     },
+    /// Exactly these packets are lost, numbered from 1 in the order they leave the
+    /// transmitter (sorted, without duplicates). Draws nothing from the RNG.
+    Packets {
+        /// Packet numbers to lose.
+        numbers: Vec<u64>,
+    },
 }
 
 impl LossModel {
@@ -47,6 +54,8 @@ impl LossModel {
                 let pi_bad = p_good_to_bad / total;
                 (1.0 - pi_bad) * loss_good + pi_bad * loss_bad
             }
+            // No long-run rate: a finite list.
+            LossModel::Packets { .. } => 0.0,
         }
     }
 }
@@ -55,11 +64,14 @@ impl LossModel {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct LossState {
     bad: bool,
+    /// Packets seen so far (for [`LossModel::Packets`]).
+    seen: u64,
 }
 
 impl LossState {
     /// Decides whether the next packet is lost.
     pub(crate) fn lose(&mut self, model: &LossModel, rng: &mut ChaCha8Rng) -> bool {
+        self.seen += 1;
         match *model {
             LossModel::None => false,
             LossModel::Bernoulli { p } => p > 0.0 && rng.random::<f64>() < p,
@@ -80,6 +92,7 @@ impl LossState {
                 let p = if self.bad { loss_bad } else { loss_good };
                 p > 0.0 && rng.random::<f64>() < p
             }
+            LossModel::Packets { ref numbers } => numbers.binary_search(&self.seen).is_ok(),
         }
     }
 }
@@ -105,6 +118,17 @@ mod tests {
             }
         }
         (lost as f64 / n as f64, longest)
+    }
+
+    #[test]
+    fn listed_packets_are_lost_and_no_others() {
+        let model = LossModel::Packets {
+            numbers: vec![2, 5],
+        };
+        let mut rng = ChaCha8Rng::seed_from_u64(7);
+        let mut st = LossState::default();
+        let lost: Vec<bool> = (0..6).map(|_| st.lose(&model, &mut rng)).collect();
+        assert_eq!(lost, [false, true, false, false, true, false]);
     }
 
     #[test]

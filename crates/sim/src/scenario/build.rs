@@ -2,13 +2,15 @@
 //! [`World`]. Every check names the field it is about.
 
 use super::schema::{
-    CbrFlowSpec, CmAudioFlowSpec, CmUdpFlowSpec, FLOW_COMMON_KEYS, FlowCommon, LinkSpec, LossSpec,
-    ScenarioFile, TcpCmFlowSpec, TcpFlowSpec, TopologySpec, TraceFormat, TraceSpec,
+    CbrFlowSpec, CmAudioFlowSpec, CmUdpFlowSpec, FLOW_COMMON_KEYS, FlowCommon, InitialWindowSpec,
+    LinkSpec, LossSpec, ScenarioFile, TcpCmFlowSpec, TcpFlowSpec, TopologySpec, TraceFormat,
+    TraceSpec,
 };
 use super::{FlowDef, FlowType, LinkDef, Scenario, ScenarioError, TopologyDef};
 use crate::link::{Bandwidth, LinkConfig, LossModel, Outage, QueueLimit, Reorder};
 use crate::trace::{MahimahiTrace, PiecewiseTrace};
 use adaptnet_core::Time;
+use adaptnet_core::cc::InitialWindow;
 use adaptnet_core::rtt::RtoConfig;
 use adaptnet_core::tcp::TcpConfig;
 use serde::Deserialize;
@@ -304,6 +306,18 @@ pub(super) fn link_config(
                 loss_bad: f("loss_bad", *loss_bad)?,
             }
         }
+        Some(LossSpec::Packets(numbers)) => {
+            let mut numbers = numbers.clone();
+            if numbers.contains(&0) {
+                return Err(ctx.invalid(
+                    format!("{field}.loss.packets"),
+                    "packets are numbered from 1",
+                ));
+            }
+            numbers.sort_unstable();
+            numbers.dedup();
+            LossModel::Packets { numbers }
+        }
     };
     let mut outages = Vec::new();
     for (i, o) in s.outages.iter().enumerate() {
@@ -500,6 +514,10 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
         }
         config.recv_buffer = b;
     }
+    if let Some(iw) = &s.initial_window {
+        config.initial_window = initial_window(ctx, &format!("{field}.initial_window"), iw)?;
+    }
+    config.limited_transmit = s.limited_transmit.unwrap_or(false);
     if s.bytes == Some(0) {
         return Err(ctx.invalid(format!("{field}.bytes"), "must be at least 1"));
     }
@@ -507,6 +525,27 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
         bytes: s.bytes,
         config,
     })
+}
+
+fn initial_window(
+    ctx: &Ctx,
+    field: &str,
+    spec: &InitialWindowSpec,
+) -> Result<InitialWindow, ScenarioError> {
+    match spec {
+        InitialWindowSpec::Name(n) if n == "rfc3390" => Ok(InitialWindow::Rfc3390),
+        InitialWindowSpec::Name(n) if n == "iw10" => Ok(InitialWindow::Iw10),
+        InitialWindowSpec::Segments(n) if (1..=1000).contains(n) => {
+            Ok(InitialWindow::Segments(u32::try_from(*n).unwrap_or(1)))
+        }
+        InitialWindowSpec::Name(n) => Err(ctx.invalid(
+            field,
+            format!("unknown initial window {n:?}; use \"rfc3390\", \"iw10\" or a segment count"),
+        )),
+        InitialWindowSpec::Segments(n) => {
+            Err(ctx.invalid(field, format!("must be 1..=1000 segments, got {n}")))
+        }
+    }
 }
 
 fn cbr_flow(ctx: &Ctx, field: &str, s: &CbrFlowSpec) -> Result<FlowType, ScenarioError> {

@@ -77,6 +77,7 @@ pub(super) fn tcp_cm_flow(
         delayed_ack_ms: s.delayed_ack_ms,
         rto_min_ms: s.rto_min_ms,
         recv_buffer_bytes: s.recv_buffer_bytes,
+        ..TcpFlowSpec::default()
     };
     let FlowType::Tcp { bytes, config } = tcp_flow(ctx, field, &tcp)? else {
         return Err(ctx.invalid(field, "internal: tcp validation changed type"));

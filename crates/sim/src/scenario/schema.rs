@@ -170,6 +170,8 @@ pub enum LossSpec {
         #[serde(default = "one")]
         loss_bad: f64,
     },
+    /// Exactly these packets (numbered from 1 as they leave the transmitter) are lost.
+    Packets(Vec<u64>),
 }
 
 fn one() -> f64 {
@@ -236,6 +238,21 @@ pub struct TcpFlowSpec {
     pub rto_min_ms: Option<f64>,
     /// Receive buffer in bytes (default 4 MiB).
     pub recv_buffer_bytes: Option<u64>,
+    /// Initial congestion window: `"rfc3390"` (default, 2–4 segments by MSS), `"iw10"`
+    /// (RFC 6928) or a number of segments.
+    pub initial_window: Option<InitialWindowSpec>,
+    /// RFC 3042 limited transmit (default false).
+    pub limited_transmit: Option<bool>,
+}
+
+/// How a scenario names an initial window: a name or a segment count.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(untagged)]
+pub enum InitialWindowSpec {
+    /// `"rfc3390"` or `"iw10"`.
+    Name(String),
+    /// A number of segments.
+    Segments(i64),
 }
 
 /// CBR flow parameters.

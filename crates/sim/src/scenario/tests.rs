@@ -263,3 +263,44 @@ fn unknown_flow_type_lists_the_cm_types() {
         "\"tcp-cm\", \"cm-audio\" and \"cm-udp\"",
     );
 }
+
+#[test]
+fn tcp_options_are_per_flow() {
+    let text = GOOD.replace(
+        "delayed_ack_ms = 200",
+        "delayed_ack_ms = 200\ninitial_window = \"iw10\"\nlimited_transmit = true",
+    );
+    let s = parse(&text).expect("valid");
+    match &s.flows[0].kind {
+        FlowType::Tcp { config, .. } => {
+            assert_eq!(
+                config.initial_window,
+                adaptnet_core::cc::InitialWindow::Iw10
+            );
+            assert!(config.limited_transmit);
+        }
+        other => panic!("expected a tcp flow, got {other:?}"),
+    }
+    let text = GOOD.replace("delayed_ack_ms = 200", "initial_window = 4");
+    match &parse(&text).expect("valid").flows[0].kind {
+        FlowType::Tcp { config, .. } => assert_eq!(
+            config.initial_window,
+            adaptnet_core::cc::InitialWindow::Segments(4)
+        ),
+        other => panic!("expected a tcp flow, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_initial_window_names_the_field() {
+    expect_invalid(
+        &GOOD.replace("delayed_ack_ms = 200", "initial_window = \"iw100\""),
+        "flows[0].initial_window",
+        "unknown initial window",
+    );
+    expect_invalid(
+        &GOOD.replace("delayed_ack_ms = 200", "initial_window = 0"),
+        "flows[0].initial_window",
+        "1..=1000",
+    );
+}
