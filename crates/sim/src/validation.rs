@@ -5,6 +5,7 @@
 
 use crate::metrics::{LinkResult, RunResults};
 use crate::scenario::{FlowType, RunOutput, Scenario, ScenarioError};
+use adaptnet_core::tcp::TcpConfig;
 use std::fmt;
 use std::path::Path;
 
@@ -263,20 +264,41 @@ fn counter(r: &RunResults, name: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// Runs `rel` with `change` applied to every TCP flow's configuration.
+fn run_variant(
+    dir: &Path,
+    rel: &str,
+    seed: u64,
+    change: impl Fn(&mut TcpConfig),
+) -> Result<RunResults, ScenarioError> {
+    let mut scenario = Scenario::load(&dir.join(rel))?;
+    for flow in &mut scenario.flows {
+        if let FlowType::Tcp { config, .. } = &mut flow.kind {
+            change(config);
+        }
+    }
+    Ok(scenario.run(seed, &mut |_| {})?.results)
+}
+
+/// Runs `rel` as written and with `change` applied to every TCP flow's configuration.
+fn run_with_and_without(
+    dir: &Path,
+    rel: &str,
+    seed: u64,
+    change: impl Fn(&mut TcpConfig),
+) -> Result<(RunResults, RunResults), ScenarioError> {
+    Ok((
+        run_variant(dir, rel, seed, |_| {})?,
+        run_variant(dir, rel, seed, change)?,
+    ))
+}
+
 /// RFC 3042 limited transmit with a window of three segments whose first is lost: fast
 /// retransmit and no timeout; the same run without limited transmit needs a timeout (so the
 /// check can tell the two apart).
 pub fn limited_transmit(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
     let rel = "validation/limited-transmit-window3.toml";
-    let scenario = Scenario::load(&dir.join(rel))?;
-    let with = scenario.run(seed, &mut |_| {})?.results;
-    let mut plain = scenario.clone();
-    for flow in &mut plain.flows {
-        if let FlowType::Tcp { config, .. } = &mut flow.kind {
-            config.limited_transmit = false;
-        }
-    }
-    let without = plain.run(seed, &mut |_| {})?.results;
+    let (with, without) = run_with_and_without(dir, rel, seed, |c| c.limited_transmit = false)?;
     let (fr, rto) = (
         counter(&with, "fast_retransmits"),
         counter(&with, "timeouts"),
@@ -288,6 +310,48 @@ pub fn limited_transmit(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
         ">= 1 fast retransmit, 0 RTOs (without it: >= 1 RTO)".into(),
         format!("{fr} fast retransmits, {rto} RTOs (without: {rto_without} RTOs)"),
         fr >= 1.0 && rto == 0.0 && rto_without >= 1.0,
+    ))
+}
+
+/// SACK (RFC 6675) repairs twelve holes in one window with one retransmission each and no
+/// timeout; NewReno on the same losses needs a timeout.
+pub fn sack_multi_loss(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
+    let rel = "validation/sack-multi-loss.toml";
+    let (with, without) = run_with_and_without(dir, rel, seed, |c| c.sack = false)?;
+    let lost = with.flows.first().map_or(0, |f| f.packets_lost);
+    let (rtx, rto) = (counter(&with, "retransmits"), counter(&with, "timeouts"));
+    let (rtx_without, rto_without) = (
+        counter(&without, "retransmits"),
+        counter(&without, "timeouts"),
+    );
+    Ok(check(
+        "SACK recovers a multi-loss window without a timeout",
+        rel,
+        "0 RTOs, one retransmission per lost packet (without SACK: >= 1 RTO)".into(),
+        format!(
+            "{lost} lost, {rtx} retransmitted, {rto} RTOs (without: {rtx_without} \
+             retransmitted, {rto_without} RTOs)"
+        ),
+        rto == 0.0 && rtx == lost as f64 && lost > 0 && rto_without >= 1.0,
+    ))
+}
+
+/// RFC 7323 timestamps: ACKs of retransmitted data are timed too, so the same lossy run takes
+/// more RTT samples than Karn's rule allows without them.
+pub fn timestamps(dir: &Path, seed: u64) -> Result<Check, ScenarioError> {
+    let rel = "validation/sack-multi-loss.toml";
+    let ts = run_variant(dir, rel, seed, |c| {
+        c.sack = false;
+        c.timestamps = true;
+    })?;
+    let no_ts = run_variant(dir, rel, seed, |c| c.sack = false)?;
+    let (with, without) = (counter(&ts, "rtt_samples"), counter(&no_ts, "rtt_samples"));
+    Ok(check(
+        "timestamps: RTT samples from retransmitted data",
+        rel,
+        "more RTT samples with timestamps than without (NewReno, same losses)".into(),
+        format!("{with} samples with timestamps, {without} without"),
+        with > without,
     ))
 }
 
@@ -303,6 +367,8 @@ pub fn all(dir: &Path, seed: u64) -> Result<Vec<Check>, ScenarioError> {
     v.push(outage(dir, seed)?);
     v.push(reorder(dir, seed)?);
     v.push(limited_transmit(dir, seed)?);
+    v.push(sack_multi_loss(dir, seed)?);
+    v.push(timestamps(dir, seed)?);
     v.push(hundred_flows(dir, seed)?);
     Ok(v)
 }

@@ -94,3 +94,13 @@ fn hundred_flows_none_starves_after_repeated_timeouts() {
 fn limited_transmit_fast_retransmits_with_a_window_of_three() {
     assert_pass(validation::limited_transmit(&experiments(), 1));
 }
+
+#[test]
+fn sack_recovers_a_multi_loss_window_without_a_timeout() {
+    assert_pass(validation::sack_multi_loss(&experiments(), 1));
+}
+
+#[test]
+fn timestamps_time_retransmitted_data() {
+    assert_pass(validation::timestamps(&experiments(), 1));
+}

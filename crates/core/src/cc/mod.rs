@@ -16,6 +16,10 @@
 //!   [`on_recovery_dup_ack`](CongestionController::on_recovery_dup_ack);
 //! * a partial ACK in fast recovery: [`on_partial_ack`](CongestionController::on_partial_ack);
 //! * the ACK that ends fast recovery: [`on_recovery_end`](CongestionController::on_recovery_end).
+//!
+//! With SACK (RFC 6675), entering recovery is `on_congestion_event` followed by
+//! [`on_pipe_recovery_start`](CongestionController::on_pipe_recovery_start), and recovery
+//! makes no `on_recovery_dup_ack` / `on_partial_ack` calls.
 
 mod newreno;
 
@@ -87,6 +91,13 @@ pub trait CongestionController: fmt::Debug {
 
     /// The ACK that ends fast recovery (acknowledges everything up to the recovery point).
     fn on_recovery_end(&mut self, now: Time, ack: &AckInfo);
+
+    /// Called right after [`on_congestion_event`](Self::on_congestion_event) when the stream
+    /// recovers with SACK (RFC 6675): it then counts what is in the network with `pipe`
+    /// instead of inflating the window, and makes no `on_recovery_dup_ack` or
+    /// `on_partial_ack` calls until `on_recovery_end`. RFC 6675 §5 step 4.2 sets
+    /// `cwnd = ssthresh`. The default does nothing (controllers that never inflate).
+    fn on_pipe_recovery_start(&mut self, _now: Time, _smss: u64) {}
 
     /// May a segment of `bytes` be sent now, with `bytes_in_flight` already outstanding?
     fn send_permit(&mut self, now: Time, bytes_in_flight: u64, bytes: u64) -> SendPermit;

@@ -109,6 +109,11 @@ impl CongestionController for NewReno {
         };
     }
 
+    fn on_pipe_recovery_start(&mut self, _now: Time, _smss: u64) {
+        // RFC 6675 §5 step 4.2: no inflation; `pipe` accounts for the segments that left.
+        self.cwnd = self.ssthresh;
+    }
+
     fn on_recovery_dup_ack(&mut self, _now: Time, smss: u64) {
         // RFC 6582 §3.2 step 3: inflate by one SMSS per additional duplicate ACK.
         self.cwnd += smss;

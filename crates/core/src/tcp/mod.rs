@@ -24,11 +24,14 @@
 //! ```
 //! `poll_transmit` must be drained after *every* input, including `write` and timeouts.
 
+pub mod options;
 mod recv;
+mod scoreboard;
 mod send;
 pub mod seq;
 pub mod wire;
 
+pub use options::{SackBlock, SackBlocks, Timestamps};
 pub use wire::{Flags, TcpRepr};
 
 use crate::cc::{CongestionController, InitialWindow, NewReno};
@@ -57,6 +60,12 @@ pub struct TcpConfig {
     /// RFC 3042 limited transmit: send one new segment on each of the first two duplicate
     /// ACKs. Off by default (the papers' TCPs predate it).
     pub limited_transmit: bool,
+    /// Offer SACK (RFC 2018); used when the peer offers it too, with RFC 6675 loss recovery.
+    /// Off by default.
+    pub sack: bool,
+    /// Offer timestamps (RFC 7323); used when the peer offers them too, for RTT samples from
+    /// every new ACK (RTTM). Off by default.
+    pub timestamps: bool,
 }
 
 impl Default for TcpConfig {
@@ -69,6 +78,8 @@ impl Default for TcpConfig {
             max_retries: 15,
             initial_window: InitialWindow::Rfc3390,
             limited_transmit: false,
+            sack: false,
+            timestamps: false,
         }
     }
 }
@@ -153,10 +164,24 @@ pub struct Connection {
     our_wscale: u8,
     peer_wscale: u8,
     last_peer_window: u16,
+    /// Both SYNs carried SACK-permitted (RFC 2018 §2).
+    sack_ok: bool,
+    /// Both SYNs carried timestamps (RFC 7323 §3.2).
+    ts_ok: bool,
+    /// RFC 7323 §4.3 TS.Recent: the timestamp to echo.
+    ts_recent: u32,
+    /// RFC 7323 §4.3 Last.ACK.sent, as a stream position.
+    last_ack_sent: u64,
     readable_signalled: bool,
     send_closed_signalled: bool,
     peer_closed_signalled: bool,
     events: VecDeque<TcpEvent>,
+}
+
+/// The RFC 7323 §5.4 timestamp clock: milliseconds, wrapping modulo 2^32 (the truncation is
+/// the point: timestamps compare in sequence space).
+fn ts_clock(now: Time) -> u32 {
+    u32::try_from((now.as_nanos() / 1_000_000) & u64::from(u32::MAX)).unwrap_or(0)
 }
 
 impl Connection {
@@ -221,6 +246,10 @@ impl Connection {
             our_wscale: 0,
             peer_wscale: 0,
             last_peer_window: 0,
+            sack_ok: false,
+            ts_ok: false,
+            ts_recent: 0,
+            last_ack_sent: 0,
             readable_signalled: false,
             send_closed_signalled: false,
             peer_closed_signalled: false,
@@ -253,6 +282,14 @@ impl Connection {
         }
         self.last_peer_window = syn.window;
         self.send.set_peer_window(u64::from(syn.window));
+        // RFC 2018 §2 / RFC 7323 §3.2: an option is used only if both SYNs carry it (for an
+        // active open, the SYN-ACK can only carry what our SYN offered).
+        self.sack_ok = self.config.sack && syn.sack_permitted;
+        self.send.set_sack(self.sack_ok);
+        self.ts_ok = self.config.timestamps && syn.timestamps.is_some();
+        if let Some(ts) = syn.timestamps.filter(|_| self.ts_ok) {
+            self.ts_recent = ts.value;
+        }
     }
 
     /// Appends `bytes` of application data to the send stream.
@@ -298,8 +335,18 @@ impl Connection {
 
         // Receiver side: data and FIN.
         let len = u64::from(payload_len);
+        let seg_pos = seq::from_wire(self.irs, repr.seq, self.recv.nxt());
+        if self.ts_ok
+            && let Some(ts) = repr.timestamps
+        {
+            // RFC 7323 §4.3 (2): "If SEG.TSval >= TS.Recent and SEG.SEQ <= Last.ACK.sent,
+            // then SEG.TSval is copied to TS.Recent" (timestamps compare modulo 2^32).
+            if seq::wire_ge(ts.value, self.ts_recent) && seg_pos <= self.last_ack_sent {
+                self.ts_recent = ts.value;
+            }
+        }
         if len > 0 || repr.flags.fin {
-            let pos = seq::from_wire(self.irs, repr.seq, self.recv.nxt());
+            let pos = seg_pos;
             let advanced = self.recv.on_segment(now, pos, len, repr.flags.fin);
             if advanced > 0 && !self.readable_signalled {
                 self.readable_signalled = true;
@@ -319,7 +366,31 @@ impl Connection {
             self.send
                 .set_peer_window(u64::from(repr.window) << self.peer_wscale);
             let dup_candidate = len == 0 && !repr.flags.syn && !repr.flags.fin && window_unchanged;
-            self.send.on_ack(now, ack, dup_candidate, &mut self.stats);
+            let mut sack = [(0u64, 0u64); options::MAX_SACK_BLOCKS];
+            let mut n_sack = 0;
+            if self.sack_ok {
+                for (slot, b) in sack.iter_mut().zip(repr.sack.as_slice()) {
+                    let una = self.send.una();
+                    *slot = (
+                        seq::from_wire(self.iss, b.left, una),
+                        seq::from_wire(self.iss, b.right, una),
+                    );
+                    n_sack += 1;
+                }
+            }
+            // RFC 7323 §4.1 RTTM: the echoed timestamp times the round trip of the segment
+            // that triggered this ACK.
+            let ts_rtt = repr
+                .timestamps
+                .filter(|_| self.ts_ok)
+                .map(|ts| Duration::from_millis(u64::from(ts_clock(now).wrapping_sub(ts.echo))));
+            let input = send::AckInput {
+                ack,
+                dup_candidate,
+                sack: sack.get(..n_sack).unwrap_or(&[]),
+                ts_rtt,
+            };
+            self.send.on_ack(now, input, &mut self.stats);
             if self.send.all_acked() && !self.send_closed_signalled && self.fin_requested() {
                 self.send_closed_signalled = true;
                 self.events.push_back(TcpEvent::SendClosed);
@@ -365,6 +436,16 @@ impl Connection {
         }
     }
 
+    /// SACK is in use: both SYNs offered it (RFC 2018 §2).
+    pub fn sack_enabled(&self) -> bool {
+        self.sack_ok
+    }
+
+    /// Timestamps are in use: both SYNs carried them (RFC 7323 §3.2).
+    pub fn timestamps_enabled(&self) -> bool {
+        self.ts_ok
+    }
+
     /// The next segment to transmit, if any. Drain until `None` after every input.
     pub fn poll_transmit(&mut self, now: Time) -> Option<Segment> {
         match self.state {
@@ -372,7 +453,7 @@ impl Connection {
             State::SynSent | State::SynReceived => self.poll_handshake(now),
             State::Established => {
                 if let Some(seg) = self.send.next_segment(now, &mut self.stats) {
-                    let mut repr = self.header(seq::to_wire(self.iss, seg.pos));
+                    let mut repr = self.header(now, seq::to_wire(self.iss, seg.pos));
                     repr.flags.fin = seg.fin;
                     repr.flags.psh = seg.len > 0;
                     self.recv.on_ack_sent(now);
@@ -382,7 +463,7 @@ impl Connection {
                     });
                 }
                 if self.recv.ack_due(now) {
-                    let repr = self.header(seq::to_wire(self.iss, self.send.max_sent()));
+                    let repr = self.header(now, seq::to_wire(self.iss, self.send.max_sent()));
                     self.recv.on_ack_sent(now);
                     self.stats.acks_sent += 1;
                     return Some(Segment {
@@ -406,6 +487,10 @@ impl Connection {
         self.syn_sent_at = Some(now);
         self.send.arm_rto(now);
         let passive = self.state == State::SynReceived;
+        if passive {
+            // The SYN-ACK acknowledges the peer's SYN (RFC 7323 §4.3 Last.ACK.sent).
+            self.last_ack_sent = self.recv.nxt();
+        }
         let offer_wscale = !passive || self.our_wscale > 0 || self.peer_wscale > 0;
         let repr = TcpRepr {
             src_port: self.local_port,
@@ -425,6 +510,22 @@ impl Connection {
             window: self.config.recv_buffer.min(u64::from(u16::MAX)) as u16,
             mss: Some(self.config.mss),
             window_scale: offer_wscale.then(|| self.desired_wscale()),
+            // A SYN-ACK offers only what the SYN offered (`*_ok` are set from the peer's SYN).
+            sack_permitted: if passive {
+                self.sack_ok
+            } else {
+                self.config.sack
+            },
+            sack: SackBlocks::EMPTY,
+            timestamps: (if passive {
+                self.ts_ok
+            } else {
+                self.config.timestamps
+            })
+            .then(|| Timestamps {
+                value: ts_clock(now),
+                echo: if passive { self.ts_recent } else { 0 },
+            }),
         };
         Some(Segment {
             repr,
@@ -432,8 +533,19 @@ impl Connection {
         })
     }
 
-    fn header(&self, seq_wire: u32) -> TcpRepr {
+    /// The header of a non-SYN segment; records Last.ACK.sent (RFC 7323 §4.3).
+    fn header(&mut self, now: Time, seq_wire: u32) -> TcpRepr {
         let window = (self.recv.window() >> self.our_wscale).min(u64::from(u16::MAX)) as u16;
+        self.last_ack_sent = self.recv.nxt();
+        let mut sack = SackBlocks::EMPTY;
+        if self.sack_ok {
+            for &(start, end) in self.recv.sack_ranges() {
+                sack.push(SackBlock {
+                    left: seq::to_wire(self.irs, start),
+                    right: seq::to_wire(self.irs, end),
+                });
+            }
+        }
         TcpRepr {
             src_port: self.local_port,
             dst_port: self.remote_port,
@@ -446,6 +558,12 @@ impl Connection {
             window,
             mss: None,
             window_scale: None,
+            sack_permitted: false,
+            sack,
+            timestamps: self.ts_ok.then(|| Timestamps {
+                value: ts_clock(now),
+                echo: self.ts_recent,
+            }),
         }
     }
 

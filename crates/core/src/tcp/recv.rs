@@ -2,6 +2,7 @@
 //! acknowledge (RFC 5681 §4.2 delayed ACKs, immediate ACKs for out-of-order data and for
 //! segments that fill a hole, RFC 9293 §3.10.7.4).
 
+use super::options::MAX_SACK_BLOCKS;
 use crate::time::Time;
 use std::time::Duration;
 
@@ -39,6 +40,8 @@ pub(super) struct RecvHalf {
     due: AckDue,
     /// Extra ACKs the application asked for (the "extra duplicate ACKs" environment action).
     extra_acks: u32,
+    /// Out-of-order ranges to report in SACK blocks, most recent first (RFC 2018 §4).
+    sack_recent: Vec<(u64, u64)>,
 }
 
 impl RecvHalf {
@@ -55,6 +58,7 @@ impl RecvHalf {
             unacked_segments: 0,
             due: AckDue::None,
             extra_acks: 0,
+            sack_recent: Vec::new(),
         }
     }
 
@@ -101,6 +105,11 @@ impl RecvHalf {
                 self.insert_ooo(pos, end);
             }
         }
+        self.refresh_sack(if advanced == 0 && len > 0 {
+            Some(pos)
+        } else {
+            None
+        });
         self.delivered += advanced;
         self.unread += advanced;
         let fin_now = !self.fin_delivered && self.fin_at == Some(self.nxt);
@@ -125,6 +134,31 @@ impl RecvHalf {
             }
         }
         advanced
+    }
+
+    /// RFC 2018 §4: "The first SACK block ... MUST specify the contiguous block of data
+    /// containing the segment which triggered this ACK"; the others repeat the most recently
+    /// reported blocks. Each remembered block is re-read from the current out-of-order ranges,
+    /// so merged or delivered ranges are reported as they are now.
+    fn refresh_sack(&mut self, newest: Option<u64>) {
+        let mut list: Vec<(u64, u64)> = Vec::with_capacity(MAX_SACK_BLOCKS);
+        let starts = newest
+            .into_iter()
+            .chain(self.sack_recent.iter().map(|r| r.0));
+        for p in starts {
+            if let Some(&r) = self.ooo.iter().find(|&&(s, e)| s <= p && p < e)
+                && !list.contains(&r)
+            {
+                list.push(r);
+            }
+        }
+        list.truncate(MAX_SACK_BLOCKS);
+        self.sack_recent = list;
+    }
+
+    /// The ranges to report as SACK blocks, most recent first.
+    pub(super) fn sack_ranges(&self) -> &[(u64, u64)] {
+        &self.sack_recent
     }
 
     fn absorb_ooo(&mut self) -> u64 {
@@ -257,6 +291,20 @@ mod tests {
         assert!(r.ack_due(Time::from_millis(200)));
         r.on_segment(Time::ZERO, 101, 100, false);
         assert!(r.ack_due(Time::ZERO), "every second segment is acked");
+    }
+
+    #[test]
+    fn test_sack_ranges_most_recent_first_and_refreshed() {
+        let mut r = established(None);
+        r.on_segment(Time::ZERO, 201, 100, false);
+        r.on_segment(Time::ZERO, 501, 100, false);
+        assert_eq!(r.sack_ranges(), [(501, 601), (201, 301)]);
+        // Extending the older block makes it the most recent.
+        r.on_segment(Time::ZERO, 301, 100, false);
+        assert_eq!(r.sack_ranges(), [(201, 401), (501, 601)]);
+        // Filling the first hole delivers [1, 401): only [501, 601) remains to report.
+        r.on_segment(Time::ZERO, 1, 200, false);
+        assert_eq!(r.sack_ranges(), [(501, 601)]);
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The sending half of a stream: what has been sent and acknowledged, loss detection and
-//! recovery (RFC 5681 §3.2, RFC 6582 §3.2), and the retransmission timer (RFC 6298 §5).
+//! recovery (RFC 5681 §3.2, RFC 6582 §3.2 NewReno; RFC 6675 SACK-based recovery when both
+//! ends negotiated SACK), RFC 3042 limited transmit, and the retransmission timer (RFC 6298
+//! §5).
 //!
 //! Positions are stream positions (see [`super::seq`]): 0 is the SYN, application bytes
 //! occupy `1..=written`, and the FIN, when requested, takes the position after the last byte.
 
 use super::TcpStats;
+use super::scoreboard::Scoreboard;
 use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
 use crate::rtt::{RtoConfig, RttEstimator};
 use crate::time::Time;
@@ -73,6 +76,25 @@ pub(super) struct SendHalf {
     /// Bytes sent by limited transmit since the last new ACK; RFC 3042 §2 keeps them out of
     /// the FlightSize that sets ssthresh.
     lt_bytes: u64,
+    /// Both ends negotiated SACK (RFC 2018 §2): recovery follows RFC 6675.
+    sack: bool,
+    scoreboard: Scoreboard,
+    /// RFC 6675 HighRxt: one past the highest position retransmitted in this recovery.
+    high_rxt: u64,
+}
+
+/// What an arriving acknowledgement says, in stream positions.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct AckInput<'a> {
+    /// The cumulative acknowledgement.
+    pub ack: u64,
+    /// The segment carries no data, SYN or FIN and does not change the window (RFC 5681 §2
+    /// definition of a duplicate ACK).
+    pub dup_candidate: bool,
+    /// SACK blocks `[start, end)`, most recent first (empty without SACK).
+    pub sack: &'a [(u64, u64)],
+    /// An RTT measured from the timestamp echo (RFC 7323 §4), valid for any new ACK.
+    pub ts_rtt: Option<std::time::Duration>,
 }
 
 impl SendHalf {
@@ -100,6 +122,17 @@ impl SendHalf {
             limited_transmit: false,
             lt_allowance: 0,
             lt_bytes: 0,
+            sack: false,
+            scoreboard: Scoreboard::default(),
+            high_rxt: 0,
+        }
+    }
+
+    /// Turns SACK-based loss recovery on or off (on only when both ends negotiated SACK).
+    pub(super) fn set_sack(&mut self, on: bool) {
+        self.sack = on;
+        if !on {
+            self.scoreboard.clear();
         }
     }
 
@@ -173,28 +206,43 @@ impl SendHalf {
         self.max - self.una
     }
 
-    /// Processes the cumulative acknowledgement `ack` of an incoming segment.
-    /// `is_dup_candidate` is true when the segment carries no data, SYN or FIN and does not
-    /// change the window (RFC 5681 §2 definition of a duplicate ACK).
-    pub(super) fn on_ack(
-        &mut self,
-        now: Time,
-        ack: u64,
-        is_dup_candidate: bool,
-        stats: &mut TcpStats,
-    ) {
+    /// Processes the acknowledgement of an incoming segment.
+    pub(super) fn on_ack(&mut self, now: Time, input: AckInput<'_>, stats: &mut TcpStats) {
+        let ack = input.ack;
         if ack > self.max {
             // Acknowledges something never sent: ignore (RFC 9293 §3.10.7.4).
             return;
         }
+        if self.sack {
+            // RFC 6675 §5: the scoreboard is updated with every ACK's SACK information.
+            self.scoreboard
+                .update(ack.max(self.una), self.max, input.sack);
+        }
         if ack > self.una {
-            self.on_new_ack(now, ack, stats);
-        } else if ack == self.una && is_dup_candidate && self.max > self.una {
+            self.on_new_ack(now, ack, input.ts_rtt, stats);
+        } else if ack == self.una && input.dup_candidate && self.max > self.una {
             self.on_dup_ack(now, stats);
+        }
+        // RFC 6675 §5: recovery also starts when IsLost(HighACK + 1), without waiting for
+        // DupThresh duplicate ACKs; not before the cumulative ACK passes the last recovery
+        // point (§5.1 after a timeout).
+        if self.sack
+            && !self.in_recovery
+            && self.una >= self.recover
+            && self.una < self.max
+            && self.scoreboard.is_lost(self.una, self.smss)
+        {
+            self.enter_recovery(now, stats);
         }
     }
 
-    fn on_new_ack(&mut self, now: Time, ack: u64, stats: &mut TcpStats) {
+    fn on_new_ack(
+        &mut self,
+        now: Time,
+        ack: u64,
+        ts_rtt: Option<std::time::Duration>,
+        stats: &mut TcpStats,
+    ) {
         let newly = ack - self.una;
         stats.bytes_acked += newly;
         self.una = ack;
@@ -214,8 +262,11 @@ impl SendHalf {
             newest = Some(seg.sent_at);
             self.in_flight.pop_front();
         }
-        let rtt_sample = match (newest, ambiguous) {
-            (Some(sent_at), false) => Some(now - sent_at),
+        // RFC 7323 §4.1: with timestamps, the echo times the segment that triggered this ACK,
+        // retransmitted or not, so Karn's ambiguity does not arise.
+        let rtt_sample = match (ts_rtt, newest, ambiguous) {
+            (Some(rtt), _, _) => Some(rtt),
+            (None, Some(sent_at), false) => Some(now - sent_at),
             _ => None,
         };
         if let Some(rtt) = rtt_sample {
@@ -241,6 +292,10 @@ impl SendHalf {
             if ack >= self.recover {
                 self.in_recovery = false;
                 self.cc.on_recovery_end(now, &info);
+            } else if self.sack {
+                // RFC 6675: a partial ACK changes neither cwnd nor what to retransmit; the
+                // scoreboard and `pipe` decide what `next_segment` sends. RFC 6298 §5.3
+                // restarts the timer below.
             } else {
                 // RFC 6582 §3.2 step 5: retransmit the first unacknowledged segment.
                 self.pending_rtx = Some(self.una);
@@ -257,7 +312,7 @@ impl SendHalf {
         // RFC 6298 §5.2/5.3: stop the timer when all data is acknowledged, else restart it.
         if self.una >= self.max {
             self.rto_deadline = None;
-        } else if !self.in_recovery || ack >= self.recover {
+        } else if !self.in_recovery || ack >= self.recover || self.sack {
             self.restart_rto(now);
         }
     }
@@ -272,21 +327,36 @@ impl SendHalf {
             self.lt_allowance += 1;
         }
         if self.in_recovery {
-            self.cc.on_recovery_dup_ack(now, self.smss);
+            // With SACK, `pipe` already counts what left the network: no inflation.
+            if !self.sack {
+                self.cc.on_recovery_dup_ack(now, self.smss);
+            }
         } else if self.dupacks == DUPACK_THRESHOLD && self.una >= self.recover {
             // RFC 6582 §3.2 steps 1-2. The `una >= recover` guard keeps duplicate ACKs for data
             // sent before an RTO from starting a second, spurious recovery.
-            stats.fast_retransmits += 1;
-            // RFC 3042 §2: segments sent by limited transmit do not count in the FlightSize
-            // that sets ssthresh (RFC 5681 §3.2 step 2).
-            let flight = self.flight_size().saturating_sub(self.lt_bytes);
-            self.lt_allowance = 0;
-            self.recover = self.max;
-            self.in_recovery = true;
-            self.partial_ack_seen = false;
-            self.pending_rtx = Some(self.una);
-            self.cc
-                .on_congestion_event(now, CongestionSignal::DuplicateAcks, flight, self.smss);
+            self.enter_recovery(now, stats);
+        }
+    }
+
+    /// Fast retransmit and the start of loss recovery (RFC 6582 §3.2 steps 1–2, or RFC 6675
+    /// §5 steps 4.1–4.3 with SACK).
+    fn enter_recovery(&mut self, now: Time, stats: &mut TcpStats) {
+        stats.fast_retransmits += 1;
+        // RFC 3042 §2: segments sent by limited transmit do not count in the FlightSize that
+        // sets ssthresh (RFC 5681 §3.2 step 2).
+        let flight = self.flight_size().saturating_sub(self.lt_bytes);
+        self.lt_allowance = 0;
+        self.recover = self.max;
+        self.in_recovery = true;
+        self.partial_ack_seen = false;
+        // Both: "retransmit the first data segment presumed dropped" (RFC 6675 §5 step 4.3).
+        self.pending_rtx = Some(self.una);
+        self.high_rxt = self.una;
+        self.cc
+            .on_congestion_event(now, CongestionSignal::DuplicateAcks, flight, self.smss);
+        if self.sack {
+            // RFC 6675 §5 step 4.2: "ssthresh = cwnd = (FlightSize / 2)".
+            self.cc.on_pipe_recovery_start(now, self.smss);
         }
     }
 
@@ -334,7 +404,19 @@ impl SendHalf {
         {
             let seg = self.segment_at(pos);
             self.record_sent(now, seg, true, stats);
+            self.high_rxt = self.high_rxt.max(seg.pos + u64::from(seg.len));
             return Some(seg);
+        }
+        if self.sack && self.in_recovery {
+            return self.next_sack_recovery_segment(now, stats);
+        }
+        if self.sack && self.nxt < self.rtx_until {
+            // Re-sending after a timeout: skip what the receiver reported holding (RFC 6675
+            // §5.1). The segment at SND.UNA is never SACKed, so RFC 2018 §8's rule that it be
+            // resent after a timeout holds.
+            while let Some(end) = self.scoreboard.sacked_until(self.nxt) {
+                self.nxt = end;
+            }
         }
         let fin_pending = self.fin_pos().is_some_and(|fin| self.nxt <= fin);
         if self.nxt >= self.data_end && !fin_pending {
@@ -374,9 +456,59 @@ impl SendHalf {
         Some(seg)
     }
 
-    /// The segment starting at `pos`: up to one SMSS of data, plus the FIN if it fits.
+    /// RFC 6675 §5 step (C) with §4 `NextSeg()`: while `cwnd - pipe` allows, send (1) the
+    /// first lost hole above HighRxt, else (2) new data, else (3) the first unSACKed hole above
+    /// HighRxt. Rule (4), the rescue retransmission, is not implemented (it is a MAY).
+    fn next_sack_recovery_segment(
+        &mut self,
+        now: Time,
+        stats: &mut TcpStats,
+    ) -> Option<DataSegment> {
+        let from = self.high_rxt.max(self.una);
+        let hole = self.scoreboard.next_hole(from);
+        let lost_hole = hole.filter(|&(s, _)| self.scoreboard.is_lost(s, self.smss));
+        let fin_pending = self.fin_pos().is_some_and(|fin| self.nxt <= fin);
+        let new_data = (self.nxt < self.data_end || fin_pending)
+            && self.nxt + self.smss.min(self.data_end - self.nxt.min(self.data_end))
+                <= self.una + self.peer_window;
+        let (pos, retransmission) = match (lost_hole, new_data, hole) {
+            (Some((s, _)), _, _) => (s, true),
+            (None, true, _) => (self.nxt, false),
+            (None, false, Some((s, _))) => (s, true),
+            (None, false, None) => return None,
+        };
+        let seg = self.segment_at(pos);
+        let pipe = self
+            .scoreboard
+            .pipe(self.una, self.max, self.high_rxt, self.smss);
+        match self.cc.send_permit(now, pipe, u64::from(seg.len).max(1)) {
+            SendPermit::Now => {}
+            SendPermit::At(t) => {
+                self.pacing_wakeup = Some(t);
+                return None;
+            }
+            SendPermit::Blocked => return None,
+        }
+        self.record_sent(now, seg, retransmission, stats);
+        let end = seg.pos + u64::from(seg.len) + u64::from(seg.fin);
+        if retransmission {
+            self.high_rxt = self.high_rxt.max(end);
+        } else {
+            self.nxt = end;
+            self.max = self.max.max(end);
+        }
+        Some(seg)
+    }
+
+    /// The segment starting at `pos`: up to one SMSS of data, plus the FIN if it fits. With
+    /// SACK, it stops where SACKed data begins, so nothing the receiver holds is resent.
     fn segment_at(&self, pos: u64) -> DataSegment {
-        let data_left = self.data_end.saturating_sub(pos);
+        let mut data_left = self.data_end.saturating_sub(pos);
+        if self.sack
+            && let Some(next) = self.scoreboard.next_sacked(pos)
+        {
+            data_left = data_left.min(next - pos);
+        }
         let len = data_left.min(self.smss);
         let fin = self.fin_pos() == Some(pos + len);
         DataSegment {

@@ -23,6 +23,12 @@ pub fn from_wire(isn: u32, wire: u32, reference: u64) -> u64 {
     }
 }
 
+/// `a >= b` in 32-bit sequence-number (or timestamp) space: true when `a` is at most 2^31
+/// ahead of `b` (RFC 7323 §5.2 compares timestamps this way).
+pub fn wire_ge(a: u32, b: u32) -> bool {
+    a.wrapping_sub(b) < 1 << 31
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,11 +1,16 @@
 //! The TCP header (RFC 9293 §3.1), so that simulated traffic is real TCP on a capture.
 //!
 //! Only what the stream uses is interpreted: ports, sequence and acknowledgement numbers,
-//! the SYN/ACK/FIN/RST/PSH/ECE/CWR flags, the window, and the MSS and window-scale options
-//! (RFC 9293 §3.2, RFC 7323 §2). Other options are skipped. The checksum is emitted as zero:
+//! the SYN/ACK/FIN/RST/PSH/ECE/CWR flags, the window, and the MSS, window-scale, SACK-permitted,
+//! SACK and timestamp options (RFC 9293 §3.2, RFC 7323 §2–3, RFC 2018 §2–3). Unknown options
+//! are skipped, so new ones can be added without breaking older peers.
+//!
+//! No-panic contract: `parse` returns `Err` for any byte string it cannot read; `emit` never
+//! panics and writes exactly `buffer_len()` bytes (at most 60, the largest data offset). The checksum is emitted as zero:
 //! adaptnet's engines carry segments in their own framing, and capture tools do not verify
 //! TCP checksums by default. Payload bytes are not part of the `Repr`.
 
+use super::options::{MAX_SACK_BLOCKS, SackBlock, SackBlocks, Timestamps};
 use crate::wire::{Reader, WireError, Writer};
 
 /// Header flags.
@@ -70,14 +75,27 @@ pub struct TcpRepr {
     pub mss: Option<u16>,
     /// Window-scale option (SYN only), RFC 7323 §2.
     pub window_scale: Option<u8>,
+    /// SACK-permitted option (SYN only), RFC 2018 §2.
+    pub sack_permitted: bool,
+    /// SACK blocks, RFC 2018 §3 (at most three are emitted when `timestamps` is present).
+    pub sack: SackBlocks,
+    /// Timestamp option, RFC 7323 §3.
+    pub timestamps: Option<Timestamps>,
 }
 
 /// Fixed header length without options.
 pub const HEADER_LEN: usize = 20;
+/// Largest header `emit` writes: the fixed part and 40 bytes of options.
+pub const MAX_HEADER_LEN: usize = 60;
 const OPT_END: u8 = 0;
 const OPT_NOP: u8 = 1;
 const OPT_MSS: u8 = 2;
 const OPT_WSCALE: u8 = 3;
+const OPT_SACK_PERMITTED: u8 = 4;
+const OPT_SACK: u8 = 5;
+const OPT_TIMESTAMPS: u8 = 8;
+/// RFC 9293 §3.1: options fill at most 40 bytes (data offset of 15 words).
+const MAX_OPTIONS_LEN: usize = 40;
 
 impl TcpRepr {
     /// Bytes `emit` writes: the fixed header plus options padded to 32 bits.
@@ -89,7 +107,37 @@ impl TcpRepr {
         if self.window_scale.is_some() {
             opts += 3;
         }
+        if self.sack_permitted {
+            opts += 2;
+        }
+        if self.timestamps.is_some() {
+            opts += 10;
+        }
+        let blocks = self.emitted_sack().len();
+        if blocks > 0 {
+            opts += 2 + 8 * blocks;
+        }
         HEADER_LEN + opts.div_ceil(4) * 4
+    }
+
+    /// The SACK blocks `emit` writes: as many as fit beside the other options (RFC 2018 §3:
+    /// three with timestamps, four without).
+    fn emitted_sack(&self) -> SackBlocks {
+        let mut other = 0usize;
+        if self.mss.is_some() {
+            other += 4;
+        }
+        if self.window_scale.is_some() {
+            other += 3;
+        }
+        if self.sack_permitted {
+            other += 2;
+        }
+        if self.timestamps.is_some() {
+            other += 10;
+        }
+        let room = MAX_OPTIONS_LEN.saturating_sub(other).saturating_sub(2) / 8;
+        self.sack.truncated(room.min(MAX_SACK_BLOCKS))
     }
 
     /// Parses a header; the bytes after the header (payload) are ignored.
@@ -111,6 +159,9 @@ impl TcpRepr {
         let mut opts = Reader::new(r.bytes(header_len - HEADER_LEN)?);
         let mut mss = None;
         let mut window_scale = None;
+        let mut sack_permitted = false;
+        let mut sack = SackBlocks::EMPTY;
+        let mut timestamps = None;
         while opts.remaining() > 0 {
             match opts.u8()? {
                 OPT_END => break,
@@ -124,7 +175,21 @@ impl TcpRepr {
                     match (kind, body) {
                         (OPT_MSS, [a, b]) => mss = Some(u16::from_be_bytes([*a, *b])),
                         (OPT_WSCALE, [s]) => window_scale = Some((*s).min(14)),
-                        (OPT_MSS | OPT_WSCALE, _) => {
+                        (OPT_SACK_PERMITTED, []) => sack_permitted = true,
+                        (OPT_SACK, body) if !body.is_empty() && body.len() % 8 == 0 => {
+                            sack = parse_sack(body)?;
+                        }
+                        (OPT_TIMESTAMPS, body) if body.len() == 8 => {
+                            let mut t = Reader::new(body);
+                            timestamps = Some(Timestamps {
+                                value: t.u32()?,
+                                echo: t.u32()?,
+                            });
+                        }
+                        (
+                            OPT_MSS | OPT_WSCALE | OPT_SACK_PERMITTED | OPT_SACK | OPT_TIMESTAMPS,
+                            _,
+                        ) => {
                             return Err(WireError::Malformed("tcp option length"));
                         }
                         _ => {}
@@ -141,6 +206,9 @@ impl TcpRepr {
             window,
             mss,
             window_scale,
+            sack_permitted,
+            sack,
+            timestamps,
         })
     }
 
@@ -158,8 +226,10 @@ impl TcpRepr {
         w.u16(self.dst_port)?;
         w.u32(self.seq)?;
         w.u32(self.ack)?;
-        // `len` is at most 28, so the word count fits the 4-bit data offset.
-        w.u8(((len / 4) as u8) << 4)?;
+        // `len` is at most 60 (options are capped at 40 bytes), so the word count fits the
+        // 4-bit data offset.
+        let words = u8::try_from(len / 4).map_err(|_| WireError::Malformed("tcp header length"))?;
+        w.u8(words << 4)?;
         w.u8(self.flags.to_bits())?;
         w.u16(self.window)?;
         w.u16(0)?; // checksum: see module docs
@@ -174,11 +244,48 @@ impl TcpRepr {
             w.u8(3)?;
             w.u8(shift)?;
         }
+        if self.sack_permitted {
+            w.u8(OPT_SACK_PERMITTED)?;
+            w.u8(2)?;
+        }
+        if let Some(ts) = self.timestamps {
+            w.u8(OPT_TIMESTAMPS)?;
+            w.u8(10)?;
+            w.u32(ts.value)?;
+            w.u32(ts.echo)?;
+        }
+        let sack = self.emitted_sack();
+        if !sack.is_empty() {
+            w.u8(OPT_SACK)?;
+            // At most four blocks: 2 + 32 bytes.
+            w.u8(u8::try_from(2 + 8 * sack.len()).unwrap_or(u8::MAX))?;
+            for b in sack.as_slice() {
+                w.u32(b.left)?;
+                w.u32(b.right)?;
+            }
+        }
         while w.position() < len {
             w.u8(OPT_NOP)?;
         }
         Ok(len)
     }
+}
+
+/// The blocks of a SACK option body (8 bytes each). More than four cannot fit 40 bytes of
+/// options, so a body claiming more is malformed.
+fn parse_sack(body: &[u8]) -> Result<SackBlocks, WireError> {
+    let mut r = Reader::new(body);
+    let mut blocks = SackBlocks::EMPTY;
+    while r.remaining() > 0 {
+        let block = SackBlock {
+            left: r.u32()?,
+            right: r.u32()?,
+        };
+        if !blocks.push(block) {
+            return Err(WireError::Malformed("tcp sack option length"));
+        }
+    }
+    Ok(blocks)
 }
 
 #[cfg(test)]
@@ -203,6 +310,9 @@ mod tests {
         window: 65535,
         mss: None,
         window_scale: None,
+        sack_permitted: false,
+        sack: SackBlocks::EMPTY,
+        timestamps: None,
     };
 
     fn round_trip(repr: TcpRepr) -> TcpRepr {
@@ -232,6 +342,82 @@ mod tests {
         assert_eq!(round_trip(syn), syn);
     }
 
+    fn blocks(ranges: &[(u32, u32)]) -> SackBlocks {
+        let mut b = SackBlocks::EMPTY;
+        for &(left, right) in ranges {
+            assert!(b.push(SackBlock { left, right }));
+        }
+        b
+    }
+
+    #[test]
+    fn test_syn_with_sack_permitted_and_timestamps_round_trips() {
+        let syn = TcpRepr {
+            flags: Flags {
+                syn: true,
+                ..Flags::default()
+            },
+            mss: Some(1460),
+            window_scale: Some(7),
+            sack_permitted: true,
+            timestamps: Some(Timestamps { value: 7, echo: 0 }),
+            ..TEMPLATE
+        };
+        assert_eq!(syn.buffer_len(), 40);
+        assert_eq!(round_trip(syn), syn);
+    }
+
+    #[test]
+    fn test_ack_with_four_sack_blocks_round_trips() {
+        let ack = TcpRepr {
+            sack: blocks(&[(100, 200), (300, 400), (500, 600), (u32::MAX - 5, 3)]),
+            ..TEMPLATE
+        };
+        assert_eq!(ack.buffer_len(), 20 + 36);
+        assert_eq!(round_trip(ack), ack);
+    }
+
+    #[test]
+    fn test_timestamps_leave_room_for_three_sack_blocks() {
+        let ack = TcpRepr {
+            sack: blocks(&[(1, 2), (3, 4), (5, 6), (7, 8)]),
+            timestamps: Some(Timestamps { value: 1, echo: 2 }),
+            ..TEMPLATE
+        };
+        assert_eq!(ack.buffer_len(), 20 + 36);
+        let back = round_trip(ack);
+        assert_eq!(back.sack, blocks(&[(1, 2), (3, 4), (5, 6)]));
+        assert_eq!(back.timestamps, ack.timestamps);
+    }
+
+    #[test]
+    fn test_malformed_sack_and_timestamp_options_are_errors() {
+        let mut buf = [0u8; 28];
+        TEMPLATE.emit(&mut buf[..20]).expect("fits");
+        buf[12] = 0x70; // 28-byte header
+        // A SACK option with a 6-byte body (not a multiple of 8).
+        buf[20..28].copy_from_slice(&[OPT_SACK, 8, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(
+            TcpRepr::parse(&buf),
+            Err(WireError::Malformed("tcp option length"))
+        );
+        // A timestamp option that is too short.
+        buf[20..28].copy_from_slice(&[OPT_TIMESTAMPS, 6, 0, 0, 0, 0, OPT_NOP, OPT_NOP]);
+        assert_eq!(
+            TcpRepr::parse(&buf),
+            Err(WireError::Malformed("tcp option length"))
+        );
+    }
+
+    #[test]
+    fn test_unknown_options_are_skipped() {
+        let mut buf = [0u8; 28];
+        TEMPLATE.emit(&mut buf[..20]).expect("fits");
+        buf[12] = 0x70;
+        buf[20..28].copy_from_slice(&[99, 4, 1, 2, OPT_NOP, OPT_NOP, OPT_NOP, OPT_END]);
+        assert_eq!(TcpRepr::parse(&buf), Ok(TEMPLATE));
+    }
+
     #[test]
     fn test_bad_data_offset_is_an_error() {
         let mut buf = [0u8; 20];
@@ -259,10 +445,19 @@ mod tests {
         fn any_header_round_trips(
             seq in any::<u32>(), ack in any::<u32>(), bits in any::<u8>(), window in any::<u16>(),
             mss in proptest::option::of(any::<u16>()), ws in proptest::option::of(0u8..=14),
+            sack_permitted in any::<bool>(),
+            ts in proptest::option::of((any::<u32>(), any::<u32>())),
+            ranges in proptest::collection::vec((any::<u32>(), any::<u32>()), 0..=4),
         ) {
             let repr = TcpRepr { seq, ack, flags: Flags::from_bits(bits & !0x20), window, mss,
-                                 window_scale: ws, ..TEMPLATE };
-            prop_assert_eq!(round_trip(repr), repr);
+                                 window_scale: ws, sack_permitted,
+                                 timestamps: ts.map(|(value, echo)| Timestamps { value, echo }),
+                                 sack: blocks(&ranges), ..TEMPLATE };
+            let back = round_trip(repr);
+            prop_assert!(repr.buffer_len() <= 60);
+            // Whatever did not fit is dropped from the end, never reordered or corrupted.
+            prop_assert_eq!(back.sack, repr.emitted_sack());
+            prop_assert_eq!(TcpRepr { sack: repr.emitted_sack(), ..repr }, back);
         }
     }
 }

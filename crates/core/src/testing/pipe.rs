@@ -7,6 +7,7 @@
 //! time to the earliest wake-up — a segment's arrival or an endpoint's timer — delivers what
 //! is due, fires the timers and lets every endpoint send, until nothing is left to do.
 
+use crate::tcp::wire::MAX_HEADER_LEN;
 use crate::tcp::{Connection, Segment, TcpConfig, TcpRepr};
 use crate::time::Time;
 use std::cmp::Reverse;
@@ -24,7 +25,7 @@ pub(crate) enum Dir {
 
 /// A `TcpRepr` cannot go in a heap (no `Ord`), so the pipe stores its bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct SegKey([u8; 28], usize);
+struct SegKey([u8; MAX_HEADER_LEN], usize);
 
 /// A segment in flight: arrival time, tie-breaker, direction, payload length, header bytes.
 type InFlight = Reverse<(Time, u64, Dir, u32, SegKey)>;
@@ -88,7 +89,7 @@ impl Pipe {
                 return;
             }
         }
-        let mut buf = [0u8; 28];
+        let mut buf = [0u8; MAX_HEADER_LEN];
         let n = seg.repr.emit(&mut buf).expect("header fits");
         self.seq += 1;
         let link = &mut self.busy_until[dir as usize];

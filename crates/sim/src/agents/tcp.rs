@@ -182,6 +182,7 @@ impl Agent for TcpSender {
             ("retransmits", s.segments_retransmitted as f64),
             ("fast_retransmits", s.fast_retransmits as f64),
             ("timeouts", s.timeouts as f64),
+            ("rtt_samples", c.rtt().samples() as f64),
             ("cwnd_bytes", c.cc().window() as f64),
             ("malformed", self.malformed as f64),
         ];

@@ -518,6 +518,8 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
         config.initial_window = initial_window(ctx, &format!("{field}.initial_window"), iw)?;
     }
     config.limited_transmit = s.limited_transmit.unwrap_or(false);
+    config.sack = s.sack.unwrap_or(false);
+    config.timestamps = s.timestamps.unwrap_or(false);
     if s.bytes == Some(0) {
         return Err(ctx.invalid(format!("{field}.bytes"), "must be at least 1"));
     }

@@ -19,6 +19,8 @@
 //! type = "tcp"                # "tcp" | "cbr" | "tcp-cm" | "cm-audio" | "cm-udp"
 //! from = "s0"
 //! to = "r0"
+//! sack = true                 # TCP options, off by default: sack, timestamps,
+//! initial_window = "iw10"     # limited_transmit; initial_window "rfc3390" | "iw10" | n
 //!
 //! [cm]                        # optional: every host's Congestion Manager (papers/003)
 //! mtu_bytes = 1000            # grant size; default: the largest tcp-cm mss, else 1460
@@ -243,6 +245,11 @@ pub struct TcpFlowSpec {
     pub initial_window: Option<InitialWindowSpec>,
     /// RFC 3042 limited transmit (default false).
     pub limited_transmit: Option<bool>,
+    /// Offer SACK, with RFC 6675 loss recovery when the receiver offers it too (default
+    /// false). Both ends of a flow use the flow's options.
+    pub sack: Option<bool>,
+    /// Offer RFC 7323 timestamps (default false).
+    pub timestamps: Option<bool>,
 }
 
 /// How a scenario names an initial window: a name or a segment count.
