@@ -105,8 +105,53 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", render_error(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// An error and its causes on one line. Our library errors already name their cause in their
+/// message (`trace X, line 2: …`), so a cause whose text is already shown is not repeated.
+fn render_error(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::render_error;
+
+    /// Regression: a trace error printed its message twice (`trace X, line 2: … : trace X,
+    /// line 2: …`).
+    #[test]
+    fn error_causes_already_in_the_message_are_not_repeated() {
+        let text = "name = \"t\"\nduration_s = 1\n[topology]\nkind = \"dumbbell\"\npairs = 1\n\
+                    [topology.bottleneck]\ntrace = { format = \"piecewise\", path = \"bad.trace\" }\n";
+        let dir = std::env::temp_dir().join(format!("adaptnet-cli-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        std::fs::write(dir.join("bad.trace"), "0 100\nnot-a-number\n").expect("write trace");
+        std::fs::write(dir.join("s.toml"), text).expect("write scenario");
+        let err = adaptnet_sim::scenario::Scenario::load(&dir.join("s.toml"))
+            .map(|_| ())
+            .map_err(anyhow::Error::from)
+            .expect_err("the trace is malformed");
+        let shown = render_error(&err);
+        std::fs::remove_dir_all(&dir).ok();
+        assert_eq!(shown.matches("line 2").count(), 1, "{shown}");
+        assert!(shown.contains("bad.trace"), "{shown}");
+    }
+
+    #[test]
+    fn causes_not_in_the_message_are_appended() {
+        let err = anyhow::Error::msg("inner").context("outer");
+        assert_eq!(render_error(&err), "outer: inner");
     }
 }

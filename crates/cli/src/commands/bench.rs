@@ -9,7 +9,7 @@ use std::process::ExitCode;
 /// Runs benchmark `name` (or lists them for `list`).
 pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode> {
     if name == "list" {
-        let mut t = Table::new(["benchmark", "measures"]);
+        let mut t = Table::text(["benchmark", "measures"]);
         for b in bench::all() {
             t.row([b.name(), b.summary()]);
         }

@@ -14,7 +14,7 @@ pub fn run(
     experiments: Option<&Path>,
 ) -> Result<ExitCode> {
     if name == "list" {
-        let mut t = Table::new(["experiment", "reproduces"]);
+        let mut t = Table::text(["experiment", "reproduces"]);
         for e in adaptnet_experiments::all() {
             t.row([e.name(), e.summary()]);
         }
@@ -33,11 +33,11 @@ pub fn run(
         seeds,
         quick,
     };
-    let pb = super::progress_bar(1000, name);
+    let mut progress = super::Progress::new(1000, name);
     let report = exp.run(&opts, &mut |f| {
-        pb.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64)
+        progress.set((f.clamp(0.0, 1.0) * 1000.0) as u64)
     })?;
-    pb.finish_and_clear();
+    progress.finish();
     print!("{}", report.render());
     let default_out = Path::new("out").join(name);
     let dir = out.unwrap_or(&default_out);

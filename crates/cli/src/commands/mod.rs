@@ -30,16 +30,65 @@ pub fn write_files(dir: &Path, files: &[(String, Vec<u8>)]) -> anyhow::Result<()
     Ok(())
 }
 
-/// A progress bar of `len` steps labelled `msg` (hidden when stderr is not a terminal).
-pub fn progress_bar(len: u64, msg: &str) -> indicatif::ProgressBar {
-    let pb = indicatif::ProgressBar::new(len);
-    pb.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{msg} [{bar:40}] {percent}% ({elapsed}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    pb.set_message(msg.to_string());
-    pb
+/// Progress of a long run: a bar on a terminal; elsewhere (CI logs, pipes) one line on stderr
+/// per tenth of the run, so that a log shows the run moving without a flood of lines.
+pub struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    label: String,
+    len: u64,
+    /// Tenths already reported (plain-line mode).
+    tenths: u64,
+    start: std::time::Instant,
+}
+
+impl Progress {
+    /// Progress over `len` steps, labelled `label`.
+    pub fn new(len: u64, label: &str) -> Progress {
+        use std::io::IsTerminal;
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let pb = indicatif::ProgressBar::new(len);
+            pb.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{msg} [{bar:40}] {percent}% ({elapsed}, eta {eta})",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            pb.set_message(label.to_string());
+            pb
+        });
+        Progress {
+            bar,
+            label: label.to_string(),
+            len: len.max(1),
+            tenths: 0,
+            start: std::time::Instant::now(),
+        }
+    }
+
+    /// `pos` of `len` steps are done.
+    pub fn set(&mut self, pos: u64) {
+        let pos = pos.min(self.len);
+        if let Some(bar) = &self.bar {
+            bar.set_position(pos);
+            return;
+        }
+        let tenths = pos * 10 / self.len;
+        if tenths > self.tenths {
+            self.tenths = tenths;
+            eprintln!(
+                "{}: {} % ({:.1} s)",
+                self.label,
+                tenths * 10,
+                self.start.elapsed().as_secs_f64()
+            );
+        }
+    }
+
+    /// The run ended: the bar is removed (the results follow on stdout).
+    pub fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
 }

@@ -11,9 +11,9 @@ const DEMO: &str = include_str!("../../../../experiments/demo.toml");
 
 /// Runs a scenario with a progress bar.
 pub fn run_with_progress(s: &Scenario, seed: u64) -> Result<RunOutput> {
-    let pb = super::progress_bar(s.duration.as_nanos() / 1_000_000, &s.name);
-    let out = s.run(seed, &mut |t| pb.set_position(t.as_nanos() / 1_000_000))?;
-    pb.finish_and_clear();
+    let mut progress = super::Progress::new(s.duration.as_nanos() / 1_000_000, &s.name);
+    let out = s.run(seed, &mut |t| progress.set(t.as_nanos() / 1_000_000))?;
+    progress.finish();
     Ok(out)
 }
 

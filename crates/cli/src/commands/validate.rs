@@ -10,7 +10,7 @@ use std::process::ExitCode;
 pub fn run(experiments: Option<&Path>, seed: u64) -> Result<ExitCode> {
     let dir = super::experiments_dir(experiments);
     let checks = validation::all(&dir, seed)?;
-    let mut t = Table::new(["check", "expected", "measured", "result"]);
+    let mut t = Table::text(["check", "expected", "measured", "result"]);
     for c in &checks {
         t.row([
             c.name.clone(),

@@ -242,8 +242,15 @@ impl Experiment for Table2 {
                 Err(note) => notes.push(note),
             }
         }
-        let total = (built.len() * p.workloads.len() * IMPLEMENTATIONS.len() * seeds.len()) as f64
-            + (p.workloads.len() * ABLATION.len() * seeds.len()) as f64;
+        // The ablation runs on the first trace only, and not in quick mode: count exactly the
+        // runs made, and advance after each, so the bar ends at 100 %.
+        let ablation_runs = if opts.quick || built.is_empty() {
+            0
+        } else {
+            p.workloads.len() * ABLATION.len() * seeds.len()
+        };
+        let total = (built.len() * p.workloads.len() * IMPLEMENTATIONS.len() * seeds.len()
+            + ablation_runs) as f64;
         let mut done = 0.0;
         let mut results = Vec::new();
         for trace in built {
@@ -286,6 +293,8 @@ impl Experiment for Table2 {
                             drain,
                             scope,
                         )?);
+                        done += 1.0;
+                        progress(done / total);
                     }
                     row.push(trials);
                 }

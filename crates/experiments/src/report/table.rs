@@ -1,10 +1,12 @@
 //! Plain-text tables for the terminal.
 
-/// A table with a header row; columns are right-aligned except the first.
+/// A table with a header row; columns are right-aligned except the first (numbers line up),
+/// or all left-aligned for tables of text ([`Table::text`]).
 #[derive(Clone, Debug, Default)]
 pub struct Table {
     header: Vec<String>,
     rows: Vec<Vec<String>>,
+    text: bool,
 }
 
 impl Table {
@@ -13,6 +15,16 @@ impl Table {
         Table {
             header: header.into_iter().map(Into::into).collect(),
             rows: Vec::new(),
+            text: false,
+        }
+    }
+
+    /// A table of text: every column left-aligned, so no line is padded beyond its own text
+    /// (lists of names and descriptions).
+    pub fn text<I: IntoIterator<Item = S>, S: Into<String>>(header: I) -> Table {
+        Table {
+            text: true,
+            ..Table::new(header)
         }
     }
 
@@ -47,7 +59,7 @@ impl Table {
             let cells: Vec<String> = (0..ncols)
                 .map(|i| {
                     let c = r.get(i).map_or("", String::as_str);
-                    if i == 0 {
+                    if i == 0 || self.text {
                         format!("{c:<w$}", w = widths[i])
                     } else {
                         format!("{c:>w$}", w = widths[i])
@@ -82,5 +94,15 @@ mod tests {
         assert_eq!(lines[0], "flow       kbps");
         assert_eq!(lines[2], "a             1");
         assert_eq!(lines[3], "long-name  1234");
+    }
+
+    #[test]
+    fn text_tables_do_not_pad_short_lines() {
+        let mut t = Table::text(["name", "what"]);
+        t.row(["a", "short"]);
+        t.row(["b", "a much longer description"]);
+        let s = t.render();
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[2], "a     short");
     }
 }

@@ -53,6 +53,49 @@ pub(super) fn positive(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioEr
     }
 }
 
+/// The simulator's clock counts nanoseconds in a u64: no time or duration can exceed this many
+/// seconds (about 584 years).
+const MAX_TIME_S: f64 = 18_446_744_073.0;
+
+/// A time or duration in seconds that the clock can hold (`zero_ok`: 0 is allowed).
+pub(super) fn time_s(ctx: &Ctx, field: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
+    let v = if zero_ok {
+        finite_nonneg(ctx, field, v)?
+    } else {
+        positive(ctx, field, v)?
+    };
+    if v > MAX_TIME_S {
+        return Err(ctx.invalid(
+            field,
+            format!(
+                "must be at most {MAX_TIME_S:.0} s (the simulator's clock counts u64 \
+                 nanoseconds), got {v}"
+            ),
+        ));
+    }
+    Ok(v)
+}
+
+/// As [`time_s`], for a value in milliseconds.
+pub(super) fn time_ms(ctx: &Ctx, field: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
+    let v = if zero_ok {
+        finite_nonneg(ctx, field, v)?
+    } else {
+        positive(ctx, field, v)?
+    };
+    if v > MAX_TIME_S * 1e3 {
+        return Err(ctx.invalid(
+            field,
+            format!(
+                "must be at most {:.0} ms (the simulator's clock counts u64 nanoseconds), \
+                 got {v}",
+                MAX_TIME_S * 1e3
+            ),
+        ));
+    }
+    Ok(v)
+}
+
 fn probability(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
     if (0.0..=1.0).contains(&v) {
         Ok(v)
@@ -71,8 +114,13 @@ pub(super) fn validate(
     file: ScenarioFile,
     name: String,
 ) -> Result<Scenario, ScenarioError> {
-    let duration_s = positive(ctx, "duration_s", file.duration_s)?;
-    let sample_period_s = positive(ctx, "sample_period_s", file.sample_period_s.unwrap_or(1.0))?;
+    let duration_s = time_s(ctx, "duration_s", file.duration_s, false)?;
+    let sample_period_s = time_s(
+        ctx,
+        "sample_period_s",
+        file.sample_period_s.unwrap_or(1.0),
+        false,
+    )?;
     let topology = topology(ctx, &file.topology)?;
     let mut flows = Vec::with_capacity(file.flows.len());
     for (i, table) in file.flows.into_iter().enumerate() {
@@ -135,7 +183,7 @@ fn topology(ctx: &Ctx, spec: &TopologySpec) -> Result<TopologyDef, ScenarioError
                     .iter()
                     .enumerate()
                     .map(|(i, &d)| {
-                        let d = finite_nonneg(ctx, &format!("topology.access_delays_ms[{i}]"), d)?;
+                        let d = time_ms(ctx, &format!("topology.access_delays_ms[{i}]"), d, true)?;
                         let mut c = access_cfg.clone();
                         c.delay = secs(d / 1e3);
                         Ok(c)
@@ -270,7 +318,12 @@ pub(super) fn link_config(
             ));
         }
     };
-    let delay_ms = finite_nonneg(ctx, &format!("{field}.delay_ms"), s.delay_ms.unwrap_or(0.0))?;
+    let delay_ms = time_ms(
+        ctx,
+        &format!("{field}.delay_ms"),
+        s.delay_ms.unwrap_or(0.0),
+        true,
+    )?;
     let queue = match (s.queue_packets, s.queue_bytes) {
         (Some(_), Some(_)) => {
             return Err(ctx.invalid(field, "set queue_packets or queue_bytes, not both"));
@@ -322,8 +375,8 @@ pub(super) fn link_config(
     let mut outages = Vec::new();
     for (i, o) in s.outages.iter().enumerate() {
         let f = format!("{field}.outages[{i}]");
-        let at = finite_nonneg(ctx, &format!("{f}.at_s"), o.at_s)?;
-        let d = positive(ctx, &format!("{f}.duration_s"), o.duration_s)?;
+        let at = time_s(ctx, &format!("{f}.at_s"), o.at_s, true)?;
+        let d = time_s(ctx, &format!("{f}.duration_s"), o.duration_s, false)?;
         outages.push(Outage {
             start: Time::from_secs_f64(at),
             duration: secs(d),
@@ -339,9 +392,9 @@ pub(super) fn link_config(
     let mut reorders = Vec::new();
     for (i, r) in s.reorder.iter().enumerate() {
         let f = format!("{field}.reorder[{i}]");
-        let at = finite_nonneg(ctx, &format!("{f}.at_s"), r.at_s)?;
-        let d = positive(ctx, &format!("{f}.duration_s"), r.duration_s)?;
-        let extra = finite_nonneg(ctx, &format!("{f}.extra_delay_ms"), r.extra_delay_ms)?;
+        let at = time_s(ctx, &format!("{f}.at_s"), r.at_s, true)?;
+        let d = time_s(ctx, &format!("{f}.duration_s"), r.duration_s, false)?;
+        let extra = time_ms(ctx, &format!("{f}.extra_delay_ms"), r.extra_delay_ms, true)?;
         reorders.push(Reorder {
             start: Time::from_secs_f64(at),
             duration: secs(d),
@@ -416,11 +469,12 @@ fn flow(
     if common.from == common.to {
         return Err(ctx.invalid(&field, "`from` and `to` are the same host"));
     }
-    let start_s = finite_nonneg(ctx, &format!("{field}.start_s"), common.start_s)?;
-    let stop_s = finite_nonneg(
+    let start_s = time_s(ctx, &format!("{field}.start_s"), common.start_s, true)?;
+    let stop_s = time_s(
         ctx,
         &format!("{field}.stop_s"),
         common.stop_s.unwrap_or(duration_s),
+        true,
     )?;
     if stop_s <= start_s {
         return Err(ctx.invalid(
@@ -489,7 +543,7 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
         config.mss = mss;
     }
     if let Some(ms) = s.delayed_ack_ms {
-        let ms = positive(ctx, &format!("{field}.delayed_ack_ms"), ms)?;
+        let ms = time_ms(ctx, &format!("{field}.delayed_ack_ms"), ms, false)?;
         if ms > 500.0 {
             return Err(ctx.invalid(
                 format!("{field}.delayed_ack_ms"),
@@ -499,7 +553,7 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
         config.delayed_ack = Some(secs(ms / 1e3));
     }
     if let Some(ms) = s.rto_min_ms {
-        let ms = positive(ctx, &format!("{field}.rto_min_ms"), ms)?;
+        let ms = time_ms(ctx, &format!("{field}.rto_min_ms"), ms, false)?;
         config.rto = RtoConfig {
             min: secs(ms / 1e3),
             ..config.rto

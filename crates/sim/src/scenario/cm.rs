@@ -20,7 +20,7 @@
 //! to = "r0"
 //! ```
 
-use super::build::{Ctx, positive, tcp_flow};
+use super::build::{Ctx, positive, tcp_flow, time_ms};
 use super::schema::{CmAudioFlowSpec, CmSpec, CmUdpFlowSpec, TcpCmFlowSpec, TcpFlowSpec};
 use super::{FlowDef, FlowType, ScenarioError};
 use crate::agent::Agent;
@@ -184,7 +184,12 @@ pub(super) fn cm_config(
             ));
         }
     };
-    let initial_rtt_ms = positive(ctx, "cm.initial_rtt_ms", s.initial_rtt_ms.unwrap_or(1000.0))?;
+    let initial_rtt_ms = time_ms(
+        ctx,
+        "cm.initial_rtt_ms",
+        s.initial_rtt_ms.unwrap_or(1000.0),
+        false,
+    )?;
     if initial_rtt_ms > 60_000.0 {
         return Err(ctx.invalid("cm.initial_rtt_ms", "must be at most 60000"));
     }

@@ -304,3 +304,23 @@ fn bad_initial_window_names_the_field() {
         "1..=1000",
     );
 }
+
+/// Regression: `duration_s = 1e12` was silently clamped to the clock's limit and run.
+#[test]
+fn times_beyond_the_clock_are_rejected_with_the_limit() {
+    expect_invalid(
+        &GOOD.replace("duration_s = 10", "duration_s = 1e12"),
+        "duration_s",
+        "at most 18446744073 s",
+    );
+    expect_invalid(
+        &GOOD.replace("start_s = 2", "start_s = 1e11"),
+        "flows[1].start_s",
+        "at most 18446744073 s",
+    );
+    expect_invalid(
+        &GOOD.replace("delay_ms = 20", "delay_ms = 1e20"),
+        "topology.bottleneck.delay_ms",
+        "ms (the simulator's clock",
+    );
+}
