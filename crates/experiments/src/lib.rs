@@ -11,6 +11,7 @@ pub mod bench;
 pub mod cm;
 pub mod nai;
 pub mod report;
+pub mod rng;
 
 use report::OutputFile;
 use report::table::Table;

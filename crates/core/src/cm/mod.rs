@@ -9,7 +9,8 @@
 //! Where things live:
 //! - [`CongestionManager`] (`manager/`): the API facade — `open`, `request`, `notify`,
 //!   `update`, `query`, `mtu`, `close`, `getmacroflow`/`setmacroflow`, `thresh` — with
-//!   `manager/io.rs` (probes, timers, events) and `manager/internals.rs` (grants, thresholds);
+//!   `manager/feedback_and_timers.rs` (probes, timers, events) and `manager/grants.rs` (grants,
+//!   thresholds);
 //! - `macroflow.rs`: one macroflow = one rate controller + one token bucket (pacing) + the
 //!   window of ACK-fed flows (RFC 3124 §5.2 `ownd` ≤ `cwnd`) + one scheduler + the
 //!   change_rate threshold index;

@@ -17,12 +17,12 @@ mod fig9;
 mod plot;
 mod web;
 
+use crate::rng::SplitMix;
 use crate::{ExpError, ExpOptions, Experiment};
 use adaptnet_core::Time;
 use adaptnet_sim::link::QueueLimit;
 use adaptnet_sim::metrics::{FlowResult, RunResults};
 use adaptnet_sim::scenario::{Scenario, TopologyDef};
-use adaptnet_sim::world::mix_seed;
 use std::time::Duration;
 
 /// The CM experiments, in figure order.
@@ -50,36 +50,6 @@ fn seeds(opts: &ExpOptions, full: u64, quick: u64) -> Vec<u64> {
     (1..=if opts.quick { quick } else { full }).collect()
 }
 
-/// A small deterministic generator (splitmix64 over the world's seed mixer) for workload
-/// reconstructions; independent streams per `tag`.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64, tag: u64) -> Rng {
-        Rng(mix_seed(seed, tag))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix_seed(self.0, 0)
-    }
-
-    /// Uniform in [0, 1).
-    fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Exponential with this mean.
-    fn exponential(&mut self, mean: f64) -> f64 {
-        -mean * (1.0 - self.uniform()).ln()
-    }
-
-    /// Pareto with this shape and scale (minimum).
-    fn pareto(&mut self, shape: f64, scale: f64) -> f64 {
-        scale / (1.0 - self.uniform()).powf(1.0 / shape)
-    }
-}
-
 /// Sets the dumbbell's bottleneck rate (both directions) and, if given, its queue.
 fn set_bottleneck(
     s: &mut Scenario,
@@ -105,13 +75,13 @@ fn set_bottleneck(
 /// run-to-run variation of otherwise deterministic setups (a browser opens its connections a
 /// few milliseconds apart).
 fn jitter_starts(s: &mut Scenario, seed: u64, names: &[&str], max: Duration) {
-    let mut rng = Rng::new(seed, 0x4a49_5454);
+    let mut rng = SplitMix::new(seed, 0x4a49_5454);
     for f in s
         .flows
         .iter_mut()
         .filter(|f| names.contains(&f.name.as_str()))
     {
-        let d = max.mul_f64(rng.uniform());
+        let d = max.mul_f64(rng.unit());
         f.start += d;
         f.stop = f.stop.max(f.start + Duration::from_millis(1));
     }

@@ -4,7 +4,7 @@
 //! models), spread round-robin over a set of host pairs, each its own connection. The offered
 //! load is a fraction of the bottleneck; sizes are truncated so a run stays bounded.
 
-use super::Rng;
+use crate::rng::SplitMix;
 use adaptnet_core::Time;
 use adaptnet_core::tcp::TcpConfig;
 use adaptnet_sim::scenario::{FlowDef, FlowType, Scenario};
@@ -48,7 +48,7 @@ pub(super) fn add_background(s: &mut Scenario, seed: u64, load: &WebLoad) -> usi
     if load.pairs.is_empty() || load.load_bps <= 0.0 {
         return 0;
     }
-    let mut rng = Rng::new(seed, 0x5745_4200);
+    let mut rng = SplitMix::new(seed, 0x5745_4200);
     let (a, scale) = (
         load.shape,
         load.mean_bytes * (load.shape - 1.0) / load.shape,

@@ -9,10 +9,7 @@
 pub mod bulk;
 pub mod net;
 pub mod params;
-pub mod rng;
 pub mod table1;
-mod table1_report;
 pub mod table2;
-mod table2_report;
 pub mod traces;
 pub mod workloads;

@@ -16,8 +16,8 @@
 //!   the repository), cut and scaled.
 
 use super::params::{KB, TraceParams, WalkParams};
-use super::rng::SplitMix;
 use crate::ExpError;
+use crate::rng::SplitMix;
 use adaptnet_core::Time;
 use adaptnet_sim::link::Bandwidth;
 use adaptnet_sim::trace::{MAHIMAHI_OPPORTUNITY_BYTES, MahimahiTrace, PiecewiseTrace};

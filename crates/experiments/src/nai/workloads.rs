@@ -6,8 +6,8 @@
 //! uniformly (§5.4: "distributed uniformly within the ranges indicated").
 
 use super::params::{ClassParams, WorkloadParams};
-use super::rng::SplitMix;
 use crate::ExpError;
+use crate::rng::SplitMix;
 use adaptnet_core::Time;
 use adaptnet_core::nai::Priority;
 use adaptnet_sim::agents::nai_app::MessageSpec;

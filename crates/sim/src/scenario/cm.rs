@@ -20,8 +20,9 @@
 //! to = "r0"
 //! ```
 
-use super::build::{Ctx, positive, tcp_flow, time_ms};
+use super::fields::{Ctx, positive, time_ms};
 use super::schema::{CmAudioFlowSpec, CmSpec, CmUdpFlowSpec, TcpCmFlowSpec, TcpFlowSpec};
+use super::tcp::tcp_flow;
 use super::{FlowDef, FlowType, ScenarioError};
 use crate::agent::Agent;
 use crate::agents::cm::{

@@ -4,9 +4,11 @@
 //!
 //! The schema is documented on [`schema::ScenarioFile`]; `experiments/` holds examples.
 
-mod build;
 mod cm;
+mod fields;
 pub mod schema;
+mod tcp;
+mod validate;
 
 use crate::agents::cbr::{CbrReceiver, CbrSender};
 use crate::agents::tcp::{TcpReceiver, TcpSender};
@@ -273,8 +275,8 @@ impl Scenario {
             .name
             .clone()
             .unwrap_or_else(|| default_name.to_string());
-        let ctx = build::Ctx { file, base_dir };
-        build::validate(&ctx, parsed, name)
+        let ctx = fields::Ctx { file, base_dir };
+        validate::validate(&ctx, parsed, name)
     }
 
     /// Builds the world for `seed` (ready to run) without running it.

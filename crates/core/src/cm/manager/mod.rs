@@ -13,8 +13,8 @@ use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
-mod internals;
-mod io;
+mod feedback_and_timers;
+mod grants;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum TimerKey {

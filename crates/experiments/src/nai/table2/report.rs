@@ -1,13 +1,13 @@
 //! The report of `nai-table2`: Figure 7's fractions as tables and bar charts, the outcome
 //! breakdown, and the paper's stated comparisons checked against ours.
 
-use super::net::Implementation;
-use super::params::KB;
-use super::table2::{
+use super::cells::{
     ABLATION, CellResult, IMPLEMENTATIONS, Table2Params, TraceResults, mean_fraction,
 };
-use super::traces;
-use super::workloads::level_name;
+use crate::nai::net::Implementation;
+use crate::nai::params::KB;
+use crate::nai::traces;
+use crate::nai::workloads::level_name;
 use crate::report::plot::{Bars, Series, bar_chart, line_chart};
 use crate::report::table::Table;
 use crate::{ExpError, Report};
@@ -93,7 +93,7 @@ fn outcomes_csv(p: &Table2Params, results: &[TraceResults]) -> Table {
                 let cells: &[CellResult] = &r.cells[wi][ii];
                 let n = cells.len().max(1) as f64;
                 for level in 0..usize::from(w.levels) {
-                    let sum = |f: &dyn Fn(&super::table2::Tally) -> u64| {
+                    let sum = |f: &dyn Fn(&super::cells::Tally) -> u64| {
                         cells
                             .iter()
                             .map(|c| c.tallies.get(level).map_or(0, f))

@@ -1,112 +1,19 @@
-//! Validating a parsed scenario file into a [`Scenario`](super::Scenario), and building its
-//! [`World`]. Every check names the field it is about.
+//! Validating a parsed scenario file into a [`Scenario`](super::Scenario): the topology, the
+//! links and the flows (TCP options in `tcp.rs`, the CM's flow types in `cm.rs`, single values
+//! in `fields.rs`). Every check names the field it is about.
 
+use super::fields::*;
 use super::schema::{
-    CbrFlowSpec, CmAudioFlowSpec, CmUdpFlowSpec, FLOW_COMMON_KEYS, FlowCommon, InitialWindowSpec,
-    LinkSpec, LossSpec, ScenarioFile, TcpCmFlowSpec, TcpFlowSpec, TopologySpec, TraceFormat,
-    TraceSpec,
+    CbrFlowSpec, CmAudioFlowSpec, CmUdpFlowSpec, FLOW_COMMON_KEYS, FlowCommon, LinkSpec, LossSpec,
+    ScenarioFile, TcpCmFlowSpec, TcpFlowSpec, TopologySpec, TraceFormat, TraceSpec,
 };
+use super::tcp::tcp_flow;
 use super::{FlowDef, FlowType, LinkDef, Scenario, ScenarioError, TopologyDef};
 use crate::link::{Bandwidth, LinkConfig, LossModel, Outage, QueueLimit, Reorder};
 use crate::trace::{MahimahiTrace, PiecewiseTrace};
 use adaptnet_core::Time;
-use adaptnet_core::cc::InitialWindow;
-use adaptnet_core::rtt::RtoConfig;
-use adaptnet_core::tcp::TcpConfig;
 use serde::Deserialize;
-use std::path::Path;
 use std::time::Duration;
-
-/// Context for error messages: which file, and where relative paths start.
-pub(super) struct Ctx<'a> {
-    pub file: &'a str,
-    pub base_dir: &'a Path,
-}
-
-impl Ctx<'_> {
-    pub(super) fn invalid(
-        &self,
-        field: impl Into<String>,
-        message: impl Into<String>,
-    ) -> ScenarioError {
-        ScenarioError::Invalid {
-            file: self.file.to_string(),
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-fn finite_nonneg(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(ctx.invalid(field, format!("must be a finite number ≥ 0, got {v}")))
-    }
-}
-
-pub(super) fn positive(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
-    if v.is_finite() && v > 0.0 {
-        Ok(v)
-    } else {
-        Err(ctx.invalid(field, format!("must be a finite number > 0, got {v}")))
-    }
-}
-
-/// The simulator's clock counts nanoseconds in a u64: no time or duration can exceed this many
-/// seconds (about 584 years).
-const MAX_TIME_S: f64 = 18_446_744_073.0;
-
-/// A time or duration in seconds that the clock can hold (`zero_ok`: 0 is allowed).
-pub(super) fn time_s(ctx: &Ctx, field: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
-    let v = if zero_ok {
-        finite_nonneg(ctx, field, v)?
-    } else {
-        positive(ctx, field, v)?
-    };
-    if v > MAX_TIME_S {
-        return Err(ctx.invalid(
-            field,
-            format!(
-                "must be at most {MAX_TIME_S:.0} s (the simulator's clock counts u64 \
-                 nanoseconds), got {v}"
-            ),
-        ));
-    }
-    Ok(v)
-}
-
-/// As [`time_s`], for a value in milliseconds.
-pub(super) fn time_ms(ctx: &Ctx, field: &str, v: f64, zero_ok: bool) -> Result<f64, ScenarioError> {
-    let v = if zero_ok {
-        finite_nonneg(ctx, field, v)?
-    } else {
-        positive(ctx, field, v)?
-    };
-    if v > MAX_TIME_S * 1e3 {
-        return Err(ctx.invalid(
-            field,
-            format!(
-                "must be at most {:.0} ms (the simulator's clock counts u64 nanoseconds), \
-                 got {v}",
-                MAX_TIME_S * 1e3
-            ),
-        ));
-    }
-    Ok(v)
-}
-
-fn probability(ctx: &Ctx, field: &str, v: f64) -> Result<f64, ScenarioError> {
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(ctx.invalid(field, format!("must be a probability in [0, 1], got {v}")))
-    }
-}
-
-fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s)
-}
 
 /// Validates a whole file.
 pub(super) fn validate(
@@ -529,79 +436,6 @@ fn flow(
         stop: Time::from_secs_f64(stop_s),
         kind,
     })
-}
-
-pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowType, ScenarioError> {
-    let mut config = TcpConfig::default();
-    if let Some(mss) = s.mss {
-        if !(64..=9000).contains(&mss) {
-            return Err(ctx.invalid(
-                format!("{field}.mss"),
-                format!("must be in 64..=9000, got {mss}"),
-            ));
-        }
-        config.mss = mss;
-    }
-    if let Some(ms) = s.delayed_ack_ms {
-        let ms = time_ms(ctx, &format!("{field}.delayed_ack_ms"), ms, false)?;
-        if ms > 500.0 {
-            return Err(ctx.invalid(
-                format!("{field}.delayed_ack_ms"),
-                "RFC 5681 §4.2 caps the delayed-ACK timeout at 500 ms",
-            ));
-        }
-        config.delayed_ack = Some(secs(ms / 1e3));
-    }
-    if let Some(ms) = s.rto_min_ms {
-        let ms = time_ms(ctx, &format!("{field}.rto_min_ms"), ms, false)?;
-        config.rto = RtoConfig {
-            min: secs(ms / 1e3),
-            ..config.rto
-        };
-    }
-    if let Some(b) = s.recv_buffer_bytes {
-        if b < u64::from(config.mss) {
-            return Err(ctx.invalid(
-                format!("{field}.recv_buffer_bytes"),
-                "must hold at least one segment",
-            ));
-        }
-        config.recv_buffer = b;
-    }
-    if let Some(iw) = &s.initial_window {
-        config.initial_window = initial_window(ctx, &format!("{field}.initial_window"), iw)?;
-    }
-    config.limited_transmit = s.limited_transmit.unwrap_or(false);
-    config.sack = s.sack.unwrap_or(false);
-    config.timestamps = s.timestamps.unwrap_or(false);
-    if s.bytes == Some(0) {
-        return Err(ctx.invalid(format!("{field}.bytes"), "must be at least 1"));
-    }
-    Ok(FlowType::Tcp {
-        bytes: s.bytes,
-        config,
-    })
-}
-
-fn initial_window(
-    ctx: &Ctx,
-    field: &str,
-    spec: &InitialWindowSpec,
-) -> Result<InitialWindow, ScenarioError> {
-    match spec {
-        InitialWindowSpec::Name(n) if n == "rfc3390" => Ok(InitialWindow::Rfc3390),
-        InitialWindowSpec::Name(n) if n == "iw10" => Ok(InitialWindow::Iw10),
-        InitialWindowSpec::Segments(n) if (1..=1000).contains(n) => {
-            Ok(InitialWindow::Segments(u32::try_from(*n).unwrap_or(1)))
-        }
-        InitialWindowSpec::Name(n) => Err(ctx.invalid(
-            field,
-            format!("unknown initial window {n:?}; use \"rfc3390\", \"iw10\" or a segment count"),
-        )),
-        InitialWindowSpec::Segments(n) => {
-            Err(ctx.invalid(field, format!("must be 1..=1000 segments, got {n}")))
-        }
-    }
 }
 
 fn cbr_flow(ctx: &Ctx, field: &str, s: &CbrFlowSpec) -> Result<FlowType, ScenarioError> {

@@ -1,5 +1,6 @@
-//! A small seeded generator (splitmix64) for workloads and synthetic traces: deterministic,
-//! dependency-free, and good enough for drawing sizes, timers and trace noise.
+//! The one seeded generator of the experiments (splitmix64) for workloads, Web-like
+//! backgrounds and synthetic traces: deterministic, dependency-free, and good enough for
+//! drawing sizes, arrival times, timers and trace noise.
 
 /// splitmix64.
 #[derive(Clone, Debug)]
@@ -14,10 +15,8 @@ impl SplitMix {
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        // The splitmix64 output function is the world's seed mixer with a zero tag.
+        adaptnet_sim::world::mix_seed(self.0, 0)
     }
 
     /// Uniform in [0, 1).
@@ -36,6 +35,16 @@ impl SplitMix {
             return lo;
         }
         lo + self.next_u64() % (hi - lo + 1)
+    }
+
+    /// Exponential with this mean.
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.unit()).ln()
+    }
+
+    /// Pareto with this shape and scale (minimum).
+    pub fn pareto(&mut self, shape: f64, scale: f64) -> f64 {
+        scale / (1.0 - self.unit()).powf(1.0 / shape)
     }
 
     /// Standard normal (Box–Muller).

@@ -1,15 +1,13 @@
 //! Measurements and report of `nai-table1`: MB per level beside the paper's Table 1, and
 //! Figure 6's graphs (true bandwidth, bandwidth used, the application's mode).
 
-use super::net::Run;
-use super::params::KB;
-use super::table1::{AdaptiveApp, Scheme, Table1Params, Table1Row};
-use super::traces::{self, BuiltTrace};
+use super::app::{Scheme, Table1Params};
+use super::run::Table1Row;
+use crate::nai::params::KB;
+use crate::nai::traces::{self, BuiltTrace};
 use crate::report::plot::{Series, line_chart};
 use crate::report::table::Table;
 use crate::{ExpError, Report};
-use adaptnet_core::nai::Outcome;
-use adaptnet_sim::agents::atp::AtpSink;
 
 /// MB as in the paper's Table 1 (2^20 bytes).
 const MB: f64 = 1024.0 * 1024.0;
@@ -21,101 +19,6 @@ pub const PAPER: [(&str, u32, [f64; 4], f64, f64); 4] = [
     ("bandwidth", 3, [5.8, 14.5, 6.9, 3.2], 30.4, 32.4),
     ("callbacks", 3, [6.6, 18.2, 9.4, 8.9], 43.1, 47.6),
 ];
-
-/// Step series sampled once a second over `[0, duration)` from `(time s, value)` changes.
-fn per_second(changes: &[(f64, f64)], duration_s: f64) -> Vec<(f64, f64)> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    let mut value = 0.0;
-    let mut t = 0.0;
-    while t < duration_s {
-        while changes.get(i).is_some_and(|c| c.0 <= t) {
-            value = changes[i].1;
-            i += 1;
-        }
-        out.push((t, value));
-        t += 1.0;
-    }
-    out
-}
-
-/// Collects one run's Table 1 row and Figure 6 series.
-pub fn collect(
-    run: &mut Run,
-    scheme: Scheme,
-    poll_delay_s: u32,
-    duration_s: f64,
-) -> Result<Table1Row, ExpError> {
-    let mut world = run.world.results("table1");
-    let run = &*run;
-    let missing = || ExpError::Input("table1: the ATP sender or its application is missing".into());
-    let app = run.app::<AdaptiveApp>().ok_or_else(missing)?;
-    let ledger = run.ledger().ok_or_else(missing)?;
-    let atp = run.atp().ok_or_else(missing)?;
-    let n = app.levels_count();
-    let mut level_bytes = vec![0.0; n];
-    let seconds = duration_s.ceil().max(1.0) as usize + 2;
-    let mut top_level = vec![0usize; seconds];
-    for (id, r) in ledger.messages() {
-        let Some(&level) = app.level_of.get(id) else {
-            continue;
-        };
-        if r.on_time()
-            && let Some(b) = level_bytes.get_mut(usize::from(level))
-        {
-            *b += r.size_bytes as f64;
-            if let Some(Outcome::Delivered { at, .. }) = r.outcome
-                && let Some(s) = top_level.get_mut(at.as_secs_f64() as usize)
-            {
-                *s = (*s).max(usize::from(level) + 1);
-            }
-        }
-    }
-    let sent_bytes = run
-        .world
-        .agent::<AtpSink>(run.receiver)
-        .map_or(0.0, |s| s.payload_bytes() as f64);
-    let used_series: Vec<(f64, f64)> = world
-        .flows
-        .first_mut()
-        .map(|f| std::mem::take(&mut f.goodput_series_bps))
-        .unwrap_or_default()
-        .into_iter()
-        .zip(&world.sample_times_s)
-        .map(|(bps, t)| (t - 1.0, bps / 8.0 / KB))
-        .filter(|(t, _)| *t < duration_s)
-        .collect();
-    let mode_series = match scheme {
-        Scheme::Notifications => {
-            let changes: Vec<(f64, f64)> = app
-                .modes
-                .iter()
-                .map(|&(t, m)| (t.as_secs_f64(), app.mode_usage(m) / KB))
-                .collect();
-            per_second(&changes, duration_s)
-        }
-        Scheme::Callbacks => top_level
-            .iter()
-            .enumerate()
-            .take(duration_s as usize)
-            .map(|(s, &m)| (s as f64, app.mode_usage(m) / KB))
-            .collect(),
-    };
-    let est: Vec<(f64, f64)> = atp
-        .rate_series()
-        .iter()
-        .map(|&(t, r)| (t.as_secs_f64(), r / KB))
-        .collect();
-    Ok(Table1Row {
-        scheme,
-        poll_delay_s,
-        level_bytes,
-        sent_bytes,
-        used_series,
-        mode_series,
-        estimate_series: per_second(&est, duration_s),
-    })
-}
 
 /// Builds the report.
 pub fn report(

@@ -9,7 +9,7 @@ use crate::time::Time;
 const MAX_GRANTS_PER_CALL: usize = 256;
 
 impl CongestionManager {
-    // ----- internals -----
+    // ----- grants, change_rate and timers after an input -----
 
     /// After any input touching macroflow `mf_id`: issue the grants its tokens allow, raise
     /// the change_rate events its thresholds call for, and re-arm its timer.
