@@ -141,6 +141,11 @@ impl RecvHalf {
     /// reported blocks. Each remembered block is re-read from the current out-of-order ranges,
     /// so merged or delivered ranges are reported as they are now.
     fn refresh_sack(&mut self, newest: Option<u64>) {
+        if self.ooo.is_empty() {
+            // Nothing out of order (the common case): nothing to report, nothing to allocate.
+            self.sack_recent.clear();
+            return;
+        }
         let mut list: Vec<(u64, u64)> = Vec::with_capacity(MAX_SACK_BLOCKS);
         let starts = newest
             .into_iter()
