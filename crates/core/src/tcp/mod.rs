@@ -25,6 +25,7 @@
 //! `poll_transmit` must be drained after *every* input, including `write` and timeouts.
 
 pub mod options;
+mod ranges;
 mod recv;
 mod scoreboard;
 mod send;

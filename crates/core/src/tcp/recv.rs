@@ -3,6 +3,7 @@
 //! segments that fill a hole, RFC 9293 §3.10.7.4).
 
 use super::options::MAX_SACK_BLOCKS;
+use super::ranges::insert_merged;
 use crate::time::Time;
 use std::time::Duration;
 
@@ -102,7 +103,7 @@ impl RecvHalf {
                 self.nxt = end;
                 advanced += self.absorb_ooo();
             } else {
-                self.insert_ooo(pos, end);
+                insert_merged(&mut self.ooo, pos, end, MAX_OOO_RANGES);
             }
         }
         self.refresh_sack(if advanced == 0 && len > 0 {
@@ -179,21 +180,6 @@ impl RecvHalf {
             self.ooo.remove(0);
         }
         gained
-    }
-
-    fn insert_ooo(&mut self, start: u64, end: u64) {
-        let idx = self.ooo.partition_point(|&(s, _)| s < start);
-        self.ooo.insert(idx, (start, end));
-        // Merge overlapping or adjacent neighbours.
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.ooo.len());
-        for &(s, e) in &self.ooo {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        merged.truncate(MAX_OOO_RANGES);
-        self.ooo = merged;
     }
 
     /// The application consumed `bytes` of delivered data (opens the window).

@@ -5,6 +5,8 @@
 //! Positions are stream positions (see [`super::seq`]). Ranges are half-open `[start, end)`,
 //! sorted and disjoint.
 
+use super::ranges::insert_merged;
+
 /// RFC 6675 §2 DupThresh.
 const DUP_THRESH: u64 = 3;
 
@@ -35,24 +37,10 @@ impl Scoreboard {
                 continue;
             }
             let before = self.sacked_bytes_above(start);
-            self.insert(start, end);
+            insert_merged(&mut self.ranges, start, end, MAX_RANGES);
             grew |= self.sacked_bytes_above(start) > before;
         }
         grew
-    }
-
-    fn insert(&mut self, start: u64, end: u64) {
-        let idx = self.ranges.partition_point(|&(s, _)| s < start);
-        self.ranges.insert(idx, (start, end));
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(self.ranges.len());
-        for &(s, e) in &self.ranges {
-            match merged.last_mut() {
-                Some(last) if s <= last.1 => last.1 = last.1.max(e),
-                _ => merged.push((s, e)),
-            }
-        }
-        merged.truncate(MAX_RANGES);
-        self.ranges = merged;
     }
 
     /// Forgets everything (the connection no longer uses SACK information).

@@ -100,43 +100,36 @@ const MAX_OPTIONS_LEN: usize = 40;
 impl TcpRepr {
     /// Bytes `emit` writes: the fixed header plus options padded to 32 bits.
     pub fn buffer_len(&self) -> usize {
-        let mut opts: usize = 0;
+        let blocks = self.emitted_sack().len();
+        let sack = if blocks > 0 { 2 + 8 * blocks } else { 0 };
+        HEADER_LEN + (self.non_sack_options_len() + sack).div_ceil(4) * 4
+    }
+
+    /// Bytes of the options other than SACK.
+    fn non_sack_options_len(&self) -> usize {
+        let mut len = 0;
         if self.mss.is_some() {
-            opts += 4;
+            len += 4;
         }
         if self.window_scale.is_some() {
-            opts += 3;
+            len += 3;
         }
         if self.sack_permitted {
-            opts += 2;
+            len += 2;
         }
         if self.timestamps.is_some() {
-            opts += 10;
+            len += 10;
         }
-        let blocks = self.emitted_sack().len();
-        if blocks > 0 {
-            opts += 2 + 8 * blocks;
-        }
-        HEADER_LEN + opts.div_ceil(4) * 4
+        len
     }
 
     /// The SACK blocks `emit` writes: as many as fit beside the other options (RFC 2018 §3:
     /// three with timestamps, four without).
     fn emitted_sack(&self) -> SackBlocks {
-        let mut other = 0usize;
-        if self.mss.is_some() {
-            other += 4;
-        }
-        if self.window_scale.is_some() {
-            other += 3;
-        }
-        if self.sack_permitted {
-            other += 2;
-        }
-        if self.timestamps.is_some() {
-            other += 10;
-        }
-        let room = MAX_OPTIONS_LEN.saturating_sub(other).saturating_sub(2) / 8;
+        let room = MAX_OPTIONS_LEN
+            .saturating_sub(self.non_sack_options_len())
+            .saturating_sub(2)
+            / 8;
         self.sack.truncated(room.min(MAX_SACK_BLOCKS))
     }
 
