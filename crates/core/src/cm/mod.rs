@@ -178,12 +178,26 @@ pub struct Thresholds {
 }
 
 impl Thresholds {
-    /// RFC 3124 leaves defaults open; ±20 % (×0.8, ×1.25) keeps events rare but useful.
+    /// The default: ±20 % (×0.8, ×1.25). RFC 3124 leaves defaults open; the paper reports
+    /// every change ([`Thresholds::EVERY_RATE_CHANGE`]). A CM updates its rate on every ACK
+    /// or probe response, so "every change" is an event per feedback for every flow of the
+    /// macroflow; an application that only picks among a few encodings or image sizes wants
+    /// the changes that matter. Applications reproducing the paper (and the `cm-audio` and
+    /// `cm-udp` scenario flows with `change_rate = "every-change"`) choose the paper's rule.
     pub const DEFAULT: Thresholds = Thresholds {
         rate_down: 0.8,
         rate_up: 1.25,
         rtt_down: 0.8,
         rtt_up: 1.25,
+    };
+
+    /// papers/003 §2.3: `change_rate(newrate)` is called "whenever a flow's share of the
+    /// available rate changes": every rate change, in either direction; no RTT reports.
+    pub const EVERY_RATE_CHANGE: Thresholds = Thresholds {
+        rate_down: 1.0,
+        rate_up: 1.0,
+        rtt_down: 0.0,
+        rtt_up: f64::INFINITY,
     };
 
     /// Never report.
@@ -265,6 +279,19 @@ pub enum AgingHalfLife {
     Srtt,
 }
 
+/// When exponential aging starts once open-loop data is outstanding and no feedback comes
+/// (papers/003 §2.2.3: "triggered when the CM does not receive a response to a probe message
+/// within a round-trip time").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum AgingTrigger {
+    /// After one smoothed RTT: the paper's trigger, the default.
+    Srtt,
+    /// After `srtt + max(G, 4·rttvar)` (RFC 6298's RTO formula without its floor and
+    /// backoff): fires later on paths with RTT jitter or with probe spacing close to the RTT,
+    /// where one srtt without feedback is not yet news. Kept for comparison (Figures 4, 6).
+    Rto,
+}
+
 /// Temporal sharing (RFC 9040 §6) of a closed macroflow's state with the next one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct TemporalConfig {
@@ -302,6 +329,8 @@ pub struct CmConfig {
     pub max_rate_bytes_per_s: f64,
     /// Exponential-aging time constant.
     pub aging_half_life: AgingHalfLife,
+    /// When exponential aging starts.
+    pub aging_trigger: AgingTrigger,
     /// Probes per smoothed RTT (papers/003 §2.2.1: at least 2; Figure 4 varies it).
     /// Clamped to [0.1, 100].
     pub probes_per_rtt: f64,
@@ -326,6 +355,7 @@ impl Default for CmConfig {
             min_rate_bytes_per_s: 500.0,
             max_rate_bytes_per_s: 1.25e9,
             aging_half_life: AgingHalfLife::MinRtt,
+            aging_trigger: AgingTrigger::Srtt,
             probes_per_rtt: 2.0,
             grant_lifetime_min: Duration::from_millis(10),
             max_events: 4096,

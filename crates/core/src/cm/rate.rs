@@ -18,12 +18,13 @@
 //! are issued, in `macroflow.rs`.
 //!
 //! Exponential aging: if open-loop data (from flows that are not window-limited) is
-//! outstanding and no feedback has arrived for about one RTT (`srtt + max(G, 4·rttvar)`, see
-//! [`RateController::feedback_timeout`]), the rate is halved, and halved again every
+//! outstanding and no feedback has arrived for one RTT (srtt, the paper's trigger, or
+//! optionally `srtt + max(G, 4·rttvar)`, see [`RateController::feedback_timeout`]), the rate
+//! is halved, and halved again every
 //! half-life (minimum RTT by default, or srtt) until feedback returns, never below
 //! `min_rate_bytes_per_s`.
 
-use super::{AgingHalfLife, CmConfig, Feedback, LossMode};
+use super::{AgingHalfLife, AgingTrigger, CmConfig, Feedback, LossMode};
 use crate::cc::initial_window;
 use crate::rtt::{RtoConfig, RttEstimator};
 use crate::time::Time;
@@ -57,6 +58,7 @@ pub(crate) struct RateController {
     min_rate: f64,
     max_rate: f64,
     half_life: AgingHalfLife,
+    trigger: AgingTrigger,
     /// No further multiplicative decrease before this time (one reduction per RTT).
     decrease_guard_until: Time,
     /// In the slow start forced by persistent congestion (`CM_NO_FEEDBACK`), not yet back at
@@ -67,6 +69,9 @@ pub(crate) struct RateController {
     ownd_bytes: u64,
     /// Feedback has been awaited since this time (data is outstanding).
     awaiting_since: Option<Time>,
+    /// The first probe sent since the last feedback while open-loop data was outstanding
+    /// (the paper's anchor: "a response to a probe message within a round-trip time").
+    probe_since: Option<Time>,
     /// While aging: when the next halving is due.
     aging_next: Option<Time>,
 }
@@ -86,10 +91,12 @@ impl RateController {
                 .max_rate_bytes_per_s
                 .max(config.min_rate_bytes_per_s.max(1.0)),
             half_life: config.aging_half_life,
+            trigger: config.aging_trigger,
             decrease_guard_until: Time::ZERO,
             restarting: false,
             ownd_bytes: 0,
             awaiting_since: None,
+            probe_since: None,
             aging_next: None,
         }
     }
@@ -193,6 +200,16 @@ impl RateController {
         }
     }
 
+    /// A probe left for this macroflow's destination. With the paper's trigger, aging is
+    /// timed from the first probe that stays unanswered while open-loop data is outstanding
+    /// (papers/003 §2.2.3), not from the data itself: data sent just after a probe waits for
+    /// the next probe, up to 1/`probes_per_rtt` of an RTT, before any response can cover it.
+    pub(crate) fn on_probe_sent(&mut self, now: Time) {
+        if self.ownd_bytes > 0 && self.probe_since.is_none() {
+            self.probe_since = Some(now);
+        }
+    }
+
     /// When the next aging halving is due, if feedback stays away.
     pub(crate) fn next_aging_at(&self) -> Option<Time> {
         if self.cwnd_bytes <= self.floor_cwnd() * 1.000_001 {
@@ -202,18 +219,30 @@ impl RateController {
             Some(t) => Some(t),
             // papers/003 §2.2.3: aging "is triggered when the CM does not receive a response
             // to a probe message within a round-trip time".
-            None => self.awaiting_since.map(|t| t + self.feedback_timeout()),
+            None => {
+                let anchor = match self.trigger {
+                    // Probe-fed macroflows time from the unanswered probe; flows fed by their
+                    // application's own reports (no probes) from the data.
+                    AgingTrigger::Srtt => self.probe_since.or(self.awaiting_since),
+                    AgingTrigger::Rto => self.awaiting_since,
+                };
+                anchor.map(|t| t + self.feedback_timeout())
+            }
         }
     }
 
-    /// "A round-trip time" for the aging trigger: `srtt + max(G, 4·rttvar)`, the RFC 6298
-    /// RTO formula without its 1 s floor and backoff. Plain srtt would fire on ordinary RTT
-    /// jitter and on the up-to-1.5-RTT feedback delay of half-RTT probe spacing; the
-    /// variance term absorbs both while still reacting within about one RTT on a steady path.
+    /// "A round-trip time" for the aging trigger: srtt ([`AgingTrigger::Srtt`], the paper's),
+    /// or `srtt + max(G, 4·rttvar)` ([`AgingTrigger::Rto`], RFC 6298's RTO formula without
+    /// its 1 s floor and backoff, which absorbs RTT jitter and probe spacing).
     pub(crate) fn feedback_timeout(&self) -> Duration {
-        match self.rtt.srtt() {
-            Some(srtt) => srtt + FEEDBACK_GRANULARITY.max(self.rtt.rttvar() * 4),
-            None => self.initial_rtt,
+        match (self.rtt.srtt(), self.trigger) {
+            // One clock granularity G past srtt: a response arriving exactly one srtt after
+            // its probe is in time.
+            (Some(srtt), AgingTrigger::Srtt) => srtt + FEEDBACK_GRANULARITY,
+            (Some(srtt), AgingTrigger::Rto) => {
+                srtt + FEEDBACK_GRANULARITY.max(self.rtt.rttvar() * 4)
+            }
+            (None, _) => self.initial_rtt,
         }
     }
 
@@ -267,6 +296,7 @@ impl RateController {
             };
         }
         self.awaiting_since = (self.ownd_bytes > 0).then_some(now);
+        self.probe_since = None;
         let action = match fb.mode {
             LossMode::NoFeedback => {
                 // papers/003 §2.1: "when persistent congestion occurs (e.g., a TCP timeout),

@@ -32,7 +32,7 @@ use crate::agents::tcp::TcpReceiver;
 use crate::packet::{Addr, NodeId, Proto};
 use crate::world::{World, WorldError};
 use adaptnet_core::cm::audio::AudioConfig;
-use adaptnet_core::cm::{AgingHalfLife, CmConfig, FlowOptions};
+use adaptnet_core::cm::{AgingHalfLife, AgingTrigger, CmConfig, FlowOptions, Thresholds};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -122,6 +122,7 @@ pub(super) fn cm_audio_flow(
         encodings_bps,
         packet_bytes: datagram_bytes(ctx, field, s.packet_bytes)?,
         weight: weight(ctx, field, s.weight)?,
+        thresholds: change_rate(ctx, field, s.change_rate.as_deref())?,
     })
 }
 
@@ -138,7 +139,20 @@ pub(super) fn cm_udp_flow(
         bytes: s.bytes,
         packet_bytes: datagram_bytes(ctx, field, s.packet_bytes)?,
         weight: weight(ctx, field, s.weight)?,
+        thresholds: change_rate(ctx, field, s.change_rate.as_deref())?,
     })
+}
+
+/// A flow's `change_rate` key: the default thresholds or the paper's every change.
+fn change_rate(ctx: &Ctx, field: &str, v: Option<&str>) -> Result<Thresholds, ScenarioError> {
+    match v {
+        None | Some("thresholds") => Ok(Thresholds::DEFAULT),
+        Some("every-change") => Ok(Thresholds::EVERY_RATE_CHANGE),
+        Some(other) => Err(ctx.invalid(
+            format!("{field}.change_rate"),
+            format!("unknown value {other:?}; use \"thresholds\" or \"every-change\""),
+        )),
+    }
 }
 
 /// Validates the `[cm]` table; defaults depend on the flows (the MTU is the largest `tcp-cm`
@@ -185,6 +199,16 @@ pub(super) fn cm_config(
             ));
         }
     };
+    let aging_trigger = match s.aging_trigger.as_deref() {
+        None | Some("srtt") => AgingTrigger::Srtt,
+        Some("rto") => AgingTrigger::Rto,
+        Some(other) => {
+            return Err(ctx.invalid(
+                "cm.aging_trigger",
+                format!("unknown value {other:?}; use \"srtt\" or \"rto\""),
+            ));
+        }
+    };
     let initial_rtt_ms = time_ms(
         ctx,
         "cm.initial_rtt_ms",
@@ -199,6 +223,7 @@ pub(super) fn cm_config(
         burst_bytes: burst,
         probes_per_rtt,
         aging_half_life,
+        aging_trigger,
         initial_rtt: Duration::from_secs_f64(initial_rtt_ms / 1e3),
         ..CmConfig::default()
     })
@@ -238,8 +263,9 @@ impl CmHosts {
             weight: w,
             ..FlowOptions::implicit()
         };
-        let probed = |w: f64| FlowOptions {
+        let probed = |w: f64, thresholds: Thresholds| FlowOptions {
             weight: w,
+            thresholds,
             ..FlowOptions::probed()
         };
         Some(match kind {
@@ -265,6 +291,7 @@ impl CmHosts {
                 encodings_bps,
                 packet_bytes,
                 weight,
+                thresholds,
             } => {
                 let config = AudioConfig {
                     encodings_bps: encodings_bps.clone(),
@@ -275,7 +302,7 @@ impl CmHosts {
                     local,
                     remote,
                     config,
-                    probed(*weight),
+                    probed(*weight, *thresholds),
                 );
                 let receiver = CmDatagramReceiver::new(self.host(remote.node));
                 (Box::new(sender), Box::new(receiver), Proto::Udp)
@@ -284,6 +311,7 @@ impl CmHosts {
                 bytes,
                 packet_bytes,
                 weight,
+                thresholds,
             } => {
                 let sender = CmUdpSender::new(
                     self.host(local.node),
@@ -291,7 +319,7 @@ impl CmHosts {
                     remote,
                     *packet_bytes,
                     *bytes,
-                    probed(*weight),
+                    probed(*weight, *thresholds),
                 );
                 let receiver = CmDatagramReceiver::new(self.host(remote.node));
                 (Box::new(sender), Box::new(receiver), Proto::Udp)

@@ -20,6 +20,7 @@ use crate::trace::TraceError;
 use crate::world::{FlowSpec, World, WorldError};
 use adaptnet_core::Time;
 use adaptnet_core::cm::CmConfig;
+use adaptnet_core::cm::Thresholds;
 use adaptnet_core::tcp::TcpConfig;
 use std::path::Path;
 use std::time::Duration;
@@ -204,6 +205,8 @@ pub enum FlowType {
         packet_bytes: u32,
         /// Scheduler weight in its macroflow.
         weight: f64,
+        /// When `change_rate` is raised.
+        thresholds: Thresholds,
     },
     /// A greedy UDP sender on the CM's request/notify API with probe feedback.
     CmUdp {
@@ -213,6 +216,8 @@ pub enum FlowType {
         packet_bytes: u32,
         /// Scheduler weight in its macroflow.
         weight: f64,
+        /// When `change_rate` is raised.
+        thresholds: Thresholds,
     },
 }
 

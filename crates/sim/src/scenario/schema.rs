@@ -303,6 +303,9 @@ pub struct CmAudioFlowSpec {
     pub packet_bytes: Option<u32>,
     /// Weight in the macroflow's scheduler (default 1).
     pub weight: Option<f64>,
+    /// When `change_rate` fires: `"thresholds"` (default, ±20 %) or `"every-change"` (the
+    /// paper's "whenever a flow's share of the available rate changes").
+    pub change_rate: Option<String>,
 }
 
 /// `cm-udp` flow parameters: a greedy sender on the CM's request/app_notify/notify API with
@@ -316,6 +319,8 @@ pub struct CmUdpFlowSpec {
     pub packet_bytes: Option<u32>,
     /// Weight in the macroflow's scheduler (default 1).
     pub weight: Option<f64>,
+    /// When `change_rate` fires: `"thresholds"` (default) or `"every-change"`.
+    pub change_rate: Option<String>,
 }
 
 /// The `[cm]` table: parameters of every host's Congestion Manager (see
@@ -331,6 +336,9 @@ pub struct CmSpec {
     pub probes_per_rtt: Option<f64>,
     /// Exponential-aging half-life: `"min-rtt"` (default, the paper's) or `"srtt"`.
     pub aging_half_life: Option<String>,
+    /// When aging starts without feedback: `"srtt"` (default, the paper's: one round-trip
+    /// time after an unanswered probe) or `"rto"` (`srtt + 4·rttvar`).
+    pub aging_trigger: Option<String>,
     /// RTT assumed before the first sample, ms (default 1000).
     pub initial_rtt_ms: Option<f64>,
 }

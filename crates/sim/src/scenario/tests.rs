@@ -174,7 +174,7 @@ fn cm_flow_types_load_with_their_parameters_and_run() {
     ));
     assert!(matches!(
         &s.flows[1].kind,
-        FlowType::CmAudio { encodings_bps, packet_bytes: 1000, weight: 1.0 }
+        FlowType::CmAudio { encodings_bps, packet_bytes: 1000, weight: 1.0, .. }
             if encodings_bps == &vec![16_000, 32_000, 64_000]
     ));
     assert!(matches!(
@@ -322,5 +322,25 @@ fn times_beyond_the_clock_are_rejected_with_the_limit() {
         &GOOD.replace("delay_ms = 20", "delay_ms = 1e20"),
         "topology.bottleneck.delay_ms",
         "ms (the simulator's clock",
+    );
+}
+
+#[test]
+fn cm_aging_trigger_and_change_rate_are_settable() {
+    let text = CM.replace("[cm]", "[cm]\naging_trigger = \"rto\"").replace(
+        "type = \"cm-audio\"",
+        "type = \"cm-audio\"\nchange_rate = \"every-change\"",
+    );
+    let s = parse(&text).expect("valid");
+    assert_eq!(s.cm.aging_trigger, adaptnet_core::cm::AgingTrigger::Rto);
+    assert!(s.flows.iter().any(|f| matches!(
+        f.kind,
+        FlowType::CmAudio { thresholds, .. }
+            if thresholds == adaptnet_core::cm::Thresholds::EVERY_RATE_CHANGE
+    )));
+    expect_invalid(
+        &CM.replace("[cm]", "[cm]\naging_trigger = \"never\""),
+        "cm.aging_trigger",
+        "unknown value",
     );
 }

@@ -91,6 +91,28 @@ impl CongestionManager {
         }
     }
 
+    /// Tells every macroflow with flows to `dest` that a probe left (the aging trigger's
+    /// anchor) and re-arms their timers.
+    fn on_probe_sent(&mut self, now: Time, dest: PeerAddr) {
+        let mut mfs: Vec<MacroflowId> = Vec::new();
+        for ((d, _), id) in self.by_key.range((dest, FlowKey(0))..) {
+            if *d != dest {
+                break;
+            }
+            if let Some(f) = self.flows.get(id)
+                && !mfs.contains(&f.macroflow)
+            {
+                mfs.push(f.macroflow);
+            }
+        }
+        for id in mfs {
+            if let Some(mf) = self.macroflows.get_mut(&id) {
+                mf.rate.on_probe_sent(now);
+            }
+            self.rearm_macroflow(id);
+        }
+    }
+
     pub(super) fn rearm_probe(&mut self, dest: PeerAddr) {
         let Some(s) = self.probes.get_mut(&dest) else {
             return;
@@ -151,6 +173,7 @@ impl CongestionManager {
                             to: dest,
                             packet: CmPacket::Probe(p),
                         });
+                        self.on_probe_sent(now, dest);
                     }
                     self.rearm_probe(dest);
                 }

@@ -70,8 +70,10 @@ fn test_aging_halves_rate_every_min_rtt_without_feedback() {
     assert_eq!(srtt, Duration::from_millis(125));
     let rttvar = cm.query(f).expect("open").rttvar.expect("sampled");
     assert_eq!(rttvar, Duration::from_micros(87_500));
-    // "A round-trip time" for the trigger: srtt + 4 rttvar = 475 ms.
-    let trigger = srtt + 4 * rttvar;
+    // "A round-trip time" for the trigger: srtt plus one clock granularity (1 ms), the
+    // paper's; `AgingTrigger::Rto` waits srtt + 4 rttvar = 475 ms (see the next test).
+    let _ = rttvar;
+    let trigger = srtt + Duration::from_millis(1);
     let r0 = rate(&cm, f);
     let t0 = Time::from_secs(1);
     cm.notify(t0, f, MTU).expect("notify");
@@ -105,6 +107,62 @@ fn test_aging_halves_rate_every_min_rtt_without_feedback() {
 }
 
 #[test]
+fn test_aging_rto_trigger_waits_for_rttvar() {
+    let mut cm = CongestionManager::new(CmConfig {
+        aging_trigger: AgingTrigger::Rto,
+        ..config()
+    });
+    let f = cm
+        .open(Time::ZERO, DEST, FlowKey(1), FlowOptions::implicit())
+        .expect("open");
+    cm.update(Time::ZERO, f, Feedback::received(0, Some(ms(100))))
+        .expect("update");
+    cm.update(Time::ZERO, f, Feedback::received(0, Some(ms(300))))
+        .expect("update");
+    // srtt 125 ms, rttvar 87.5 ms: the trigger is srtt + 4 rttvar = 475 ms.
+    let r0 = rate(&cm, f);
+    let t0 = Time::from_secs(1);
+    cm.notify(t0, f, MTU).expect("notify");
+    run_until(&mut cm, t0 + ms(475) - Duration::from_nanos(1));
+    assert_eq!(rate(&cm, f), r0, "srtt has passed, srtt + 4 rttvar has not");
+    run_until(&mut cm, t0 + ms(475));
+    assert!((rate(&cm, f) - r0 / 2.0).abs() < 1e-6);
+}
+
+#[test]
+fn test_every_rate_change_thresholds_report_small_changes() {
+    let count = |th: Thresholds| {
+        let mut cm = cm();
+        let f = cm
+            .open(
+                Time::ZERO,
+                DEST,
+                FlowKey(1),
+                FlowOptions {
+                    thresholds: th,
+                    ..FlowOptions::implicit()
+                },
+            )
+            .expect("open");
+        cm.update(Time::ZERO, f, Feedback::received(0, Some(ms(100))))
+            .expect("update");
+        drain(&mut cm);
+        // Three small increases (one MTU each on a 4-MTU window: +25 %, +20 %, +17 %).
+        let mut n = 0;
+        for _ in 0..3 {
+            cm.update(Time::ZERO, f, Feedback::received(MTU, None))
+                .expect("update");
+            n += drain(&mut cm).len();
+        }
+        n
+    };
+    // papers/003 §2.3: change_rate "whenever a flow's share of the available rate changes".
+    assert_eq!(count(Thresholds::EVERY_RATE_CHANGE), 3);
+    // The ±20 % default reports only once the rate has moved by a quarter.
+    assert!(count(Thresholds::DEFAULT) < 3);
+}
+
+#[test]
 fn test_aging_with_srtt_half_life_is_slower() {
     let mut cm = CongestionManager::new(CmConfig {
         aging_half_life: AgingHalfLife::Srtt,
@@ -118,7 +176,7 @@ fn test_aging_with_srtt_half_life_is_slower() {
     cm.update(Time::ZERO, f, Feedback::received(0, Some(ms(300))))
         .expect("update");
     let r0 = rate(&cm, f);
-    let t0 = Time::from_secs(1) + ms(475); // trigger, as in the test above
+    let t0 = Time::from_secs(1) + ms(126); // trigger: srtt + G, as in the test above
     cm.notify(Time::from_secs(1), f, MTU).expect("notify");
     // Halvings at +0, +125 ms, +250 ms (srtt), not every 100 ms.
     run_until(&mut cm, t0 + ms(249));
