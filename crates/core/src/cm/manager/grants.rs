@@ -35,8 +35,7 @@ impl CongestionManager {
             };
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
             if let Some(f) = self.flows.get_mut(&flow) {
-                f.balance_bytes = f.balance_bytes.saturating_add(bytes);
-                f.granted_at = now;
+                f.grants.push(bytes, now);
             }
             self.grants.push_back((flow, bytes));
         }

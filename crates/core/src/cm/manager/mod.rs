@@ -10,10 +10,12 @@ use super::{
     LossMode, MacroflowId, PeerAddr, Thresholds,
 };
 use crate::time::Time;
+use grant_queue::GrantQueue;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 mod feedback_and_timers;
+mod grant_queue;
 mod grants;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,9 +42,8 @@ struct Flow {
     hint: f64,
     thresholds: Thresholds,
     feedback: FeedbackSource,
-    /// Granted bytes not yet used, and when the latest grant was issued.
-    balance_bytes: u64,
-    granted_at: Time,
+    /// Granted bytes not yet used, grant by grant.
+    grants: GrantQueue,
     notified: Option<Notified>,
     rate_event_queued: bool,
     loss_rate: Option<f64>,
@@ -67,7 +68,7 @@ impl Flow {
     /// What the flow counts against its macroflow's window: outstanding plus granted bytes.
     fn window_bytes(&self) -> u64 {
         if self.window_limited() {
-            self.ownd_bytes.saturating_add(self.balance_bytes)
+            self.ownd_bytes.saturating_add(self.grants.total_bytes())
         } else {
             0
         }
@@ -227,8 +228,7 @@ impl CongestionManager {
                 hint: 1.0,
                 thresholds: options.thresholds,
                 feedback: options.feedback,
-                balance_bytes: 0,
-                granted_at: now,
+                grants: GrantQueue::default(),
                 notified: None,
                 rate_event_queued: false,
                 loss_rate: None,
@@ -440,20 +440,19 @@ impl CongestionManager {
     }
 
     /// Drops a lapsed grant (RFC 3124 §3.3: valid for max(RTT, threshold)).
+    /// Lapses the flow's grants older than the grant lifetime (RFC 3124 §3.3).
     fn expire_balance(&mut self, now: Time, flow: FlowId) {
         let Some(f) = self.flows.get(&flow) else {
             return;
         };
-        if f.balance_bytes == 0 {
+        if f.grants.total_bytes() == 0 {
             return;
         }
         let lifetime = self.grant_lifetime(f.macroflow);
-        if let Some(f) = self.flows.get_mut(&flow)
-            && now > f.granted_at + lifetime
-        {
-            self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(f.balance_bytes);
+        if let Some(f) = self.flows.get_mut(&flow) {
             let window_before = f.window_bytes();
-            f.balance_bytes = 0;
+            let expired = f.grants.expire(now, lifetime);
+            self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(expired);
             let freed = window_before - f.window_bytes();
             if let Some(mf) = self.macroflows.get_mut(&f.macroflow) {
                 mf.window_used_bytes = mf.window_used_bytes.saturating_sub(freed);
@@ -465,20 +464,25 @@ impl CongestionManager {
     pub fn grant_balance(&mut self, now: Time, flow: FlowId) -> Result<u64, CmError> {
         self.flow(flow)?;
         self.expire_balance(now, flow);
-        Ok(self.flow(flow)?.balance_bytes)
+        Ok(self.flow(flow)?.grants.total_bytes())
     }
 
-    /// `cm_notify(nsent)`: the flow just transmitted `nsent` bytes. Ends the flow's current
-    /// grants: unused granted bytes return to the macroflow (`notify(0)` declines a grant);
-    /// bytes beyond the grants are charged to the macroflow's rate.
+    /// `cm_notify(nsent)`: the flow just transmitted `nsent` bytes. They are counted against
+    /// the flow's outstanding grants, oldest first, so any number of calls in any order add
+    /// up (one call per grant, one per packet, or one for several grants); bytes beyond the
+    /// grants are charged to the macroflow's rate. A grant not used up stays valid until it
+    /// lapses (RFC 3124 §3.3). `notify(0)` declines the oldest outstanding grant: its unused
+    /// bytes return to the macroflow.
     pub fn notify(&mut self, now: Time, flow: FlowId, nsent: u64) -> Result<(), CmError> {
         self.expire_balance(now, flow);
         let f = self.flow_mut(flow)?;
-        let used = f.balance_bytes.min(nsent);
-        let unused = f.balance_bytes - used;
-        let excess = nsent - used;
         let window_before = f.window_bytes();
-        f.balance_bytes = 0;
+        let (used, unused) = if nsent == 0 {
+            (0, f.grants.decline_oldest())
+        } else {
+            (f.grants.consume(nsent), 0)
+        };
+        let excess = nsent - used;
         if f.window_limited() {
             // RFC 3124 §5.2: "notify(): AIMD_CC adds the number of bytes sent to its
             // outstanding data window (ownd)".

@@ -523,3 +523,49 @@ fn test_extreme_application_inputs_do_not_panic() {
     let q = cm.query(f).expect("open");
     assert!(q.macroflow_rate_bytes_per_s.is_finite());
 }
+
+/// Regression: `notify` ended every outstanding grant, so an application calling it once
+/// per grant had the later grants refunded at the first call and then charged as debt.
+#[test]
+fn test_notify_once_per_grant_neither_refunds_nor_charges() {
+    let (mut cm, f) = with_flow(10);
+    cm.request(Time::ZERO, f, 8 * MTU).expect("request");
+    // The first grants come as a burst: several are outstanding when the application sends
+    // the first one and notifies it, one notify per grant, as grants arrive.
+    let mut pending: Vec<u64> = drain(&mut cm)
+        .into_iter()
+        .filter_map(|e| match e {
+            CmEvent::Grant { flow, bytes } if flow == f => Some(bytes),
+            _ => None,
+        })
+        .collect();
+    assert!(pending.len() >= 2, "a burst of grants: {pending:?}");
+    let mut notified = 0;
+    let mut now = Time::ZERO;
+    loop {
+        for g in pending.drain(..) {
+            cm.notify(now, f, g).expect("notify");
+            notified += g;
+        }
+        let Some(t) = cm.poll_timeout().filter(|t| *t <= Time::from_millis(300)) else {
+            break;
+        };
+        now = t;
+        cm.handle_timeout(now);
+        pending.extend(drain(&mut cm).into_iter().filter_map(|e| match e {
+            CmEvent::Grant { flow, bytes } if flow == f => Some(bytes),
+            _ => None,
+        }));
+    }
+    assert_eq!(notified, 8 * MTU);
+    let s = cm.stats();
+    assert_eq!((s.refunded_bytes, s.ungranted_bytes), (0, 0));
+    // A notify for part of a grant leaves the rest usable.
+    cm.request(Time::from_millis(300), f, MTU).expect("request");
+    run_until(&mut cm, Time::from_millis(400));
+    let t = Time::from_millis(400);
+    cm.notify(t, f, MTU / 2).expect("notify");
+    assert_eq!(cm.grant_balance(t, f), Ok(MTU / 2));
+    cm.notify(t, f, MTU / 2).expect("notify");
+    assert_eq!(cm.stats().ungranted_bytes, 0);
+}

@@ -1,5 +1,7 @@
-//! Property test: whatever the sequence of requests, notifications, feedback and timeouts,
-//! the bytes a macroflow grants (net of refunds) never exceed ∫ rate dt + burst allowance.
+//! Property tests: whatever the sequence of requests, notifications, feedback and timeouts,
+//! the bytes a macroflow grants (net of refunds) never exceed ∫ rate dt + burst allowance, and
+//! the grant accounting never drifts: every granted byte is used by a `notify`, declined,
+//! lapsed, or still outstanding.
 
 use super::*;
 use proptest::prelude::*;
@@ -53,11 +55,15 @@ proptest! {
         let mut now = Time::ZERO;
         // ∫ rate dt, with the rate in force between steps (aging only lowers it).
         let mut budget = 0.0f64;
+        let mut notified = 0u64;
         for op in ops {
             let rate_before = cm.macroflow_info(mf).expect("mf").rate_bytes_per_s;
             match op {
                 Op::Request(f, b) => cm.request(now, flows[f], b).expect("open"),
-                Op::Notify(f, b) => cm.notify(now, flows[f], b).expect("open"),
+                Op::Notify(f, b) => {
+                    notified += b;
+                    cm.notify(now, flows[f], b).expect("open");
+                }
                 Op::Update(f, n, m, r) => {
                     let mode = [LossMode::NoCongestion, LossMode::Loss, LossMode::Ecn,
                         LossMode::NoFeedback][usize::from(m)];
@@ -91,6 +97,19 @@ proptest! {
                 net <= budget + allowance + 1e-3,
                 "granted {} - refunded {} > {} + {}", s.granted_bytes, s.refunded_bytes,
                 budget, allowance
+            );
+            // Accounting: granted = used by notify + declined + lapsed + outstanding, where
+            // the bytes used are those notified minus those sent without a grant.
+            let mut outstanding = 0;
+            for &f in &flows {
+                outstanding += cm.grant_balance(now, f).expect("open");
+            }
+            let s = cm.stats();
+            let used = notified - s.ungranted_bytes;
+            prop_assert_eq!(
+                s.granted_bytes,
+                used + s.refunded_bytes + s.expired_bytes + outstanding,
+                "notified {}, stats {:?}", notified, s
             );
         }
     }
