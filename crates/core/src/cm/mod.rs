@@ -56,7 +56,7 @@ pub mod tcp;
 mod tests;
 
 pub use manager::{CmTransmit, CongestionManager, MacroflowInfo};
-pub use tcp::{CmController, CmHandle};
+pub use tcp::{CmController, CmGuard, CmHandle};
 
 use std::time::Duration;
 use thiserror::Error;

@@ -38,8 +38,9 @@
 //!
 //! Discipline for engines: never hold a borrow of the handle while calling into a connection
 //! (`poll_transmit`, `handle_segment`, `handle_timeout`); the controller borrows it then. A
-//! controller that finds the CM already borrowed answers `Blocked` and drops the report
-//! instead of panicking.
+//! controller that finds the CM already borrowed answers `Blocked` (it is polled again) and
+//! queues its reports (`cm_notify`, `cm_update`) on the handle; the borrow's [`CmGuard`]
+//! applies them, in order, when it ends. No report is lost to a busy CM.
 //!
 //! After any CM event or timer on a host, the engine re-polls that host's connections: a
 //! controller answers `Blocked` until its grant arrives (see `cc::SendPermit::Blocked`).
@@ -53,31 +54,143 @@ use super::{
 use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
 use crate::time::Time;
 use std::cell::{Ref, RefCell, RefMut};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// Most controller reports (`cm_notify`, `cm_update`) waiting for the CM while an engine holds
+/// it borrowed. A controller makes at most a few per segment, and the engine's borrows last
+/// one call, so this is never reached in practice; past it reports are counted and dropped.
+const MAX_DEFERRED_REPORTS: usize = 65_536;
+
+/// A report a controller made while the CM was borrowed: applied, in order, when the borrow
+/// ends (see [`CmGuard`]).
+#[derive(Clone, Copy, Debug)]
+enum Deferred {
+    Notify(Time, FlowId, u64),
+    Update(Time, FlowId, Feedback),
+}
+
+#[derive(Debug)]
+struct Shared {
+    cm: RefCell<CongestionManager>,
+    deferred: RefCell<VecDeque<Deferred>>,
+    dropped: std::cell::Cell<u64>,
+}
+
 /// A shared handle to a host's [`CongestionManager`].
+///
+/// A controller's report can never be lost to a busy CM: when the CM is borrowed, the report
+/// is queued on the handle and applied, in order, by the [`CmGuard`] of the borrow when it
+/// ends (or by the next controller call that finds the CM free).
 #[derive(Clone, Debug)]
-pub struct CmHandle(Rc<RefCell<CongestionManager>>);
+pub struct CmHandle(Rc<Shared>);
+
+/// A mutable borrow of the CM; on drop it applies the reports controllers queued meanwhile.
+#[derive(Debug)]
+pub struct CmGuard<'a> {
+    cm: RefMut<'a, CongestionManager>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for CmGuard<'_> {
+    type Target = CongestionManager;
+    fn deref(&self) -> &CongestionManager {
+        &self.cm
+    }
+}
+
+impl std::ops::DerefMut for CmGuard<'_> {
+    fn deref_mut(&mut self) -> &mut CongestionManager {
+        &mut self.cm
+    }
+}
+
+impl Drop for CmGuard<'_> {
+    fn drop(&mut self) {
+        self.shared.apply_deferred(&mut self.cm);
+    }
+}
+
+impl Shared {
+    fn apply_deferred(&self, cm: &mut CongestionManager) {
+        // Reports are only queued while the CM is borrowed, and this runs inside the borrow:
+        // nothing is queued while the queue is drained.
+        let queued: Vec<Deferred> = self.deferred.borrow_mut().drain(..).collect();
+        for d in queued {
+            // A report for a flow closed meanwhile is moot.
+            let _ = match d {
+                Deferred::Notify(now, flow, bytes) => cm.notify(now, flow, bytes),
+                Deferred::Update(now, flow, fb) => cm.update(now, flow, fb),
+            };
+        }
+    }
+
+    /// Applies `report` now if the CM is free, else queues it. Returns false only if the
+    /// CM refused it (unknown flow) or the queue was full.
+    fn report(&self, report: Deferred) -> bool {
+        match self.cm.try_borrow_mut() {
+            Ok(mut cm) => {
+                self.apply_deferred(&mut cm);
+                match report {
+                    Deferred::Notify(now, flow, bytes) => cm.notify(now, flow, bytes).is_ok(),
+                    Deferred::Update(now, flow, fb) => cm.update(now, flow, fb).is_ok(),
+                }
+            }
+            Err(_) => {
+                let mut q = self.deferred.borrow_mut();
+                if q.len() >= MAX_DEFERRED_REPORTS {
+                    self.dropped.set(self.dropped.get() + 1);
+                    return false;
+                }
+                q.push_back(report);
+                true
+            }
+        }
+    }
+}
 
 impl CmHandle {
     /// Wraps a CM.
     pub fn new(cm: CongestionManager) -> CmHandle {
-        CmHandle(Rc::new(RefCell::new(cm)))
+        CmHandle(Rc::new(Shared {
+            cm: RefCell::new(cm),
+            deferred: RefCell::new(VecDeque::new()),
+            dropped: std::cell::Cell::new(0),
+        }))
     }
 
     /// Borrows the CM. Panics if it is mutably borrowed — an engine bug, see the module docs.
     pub fn borrow(&self) -> Ref<'_, CongestionManager> {
-        self.0.borrow()
+        self.0.cm.borrow()
     }
 
-    /// Borrows the CM mutably. Panics if it is already borrowed — an engine bug.
-    pub fn borrow_mut(&self) -> RefMut<'_, CongestionManager> {
-        self.0.borrow_mut()
+    /// Borrows the CM mutably. Panics if it is already borrowed — an engine bug. Reports
+    /// queued by controllers meanwhile are applied when the guard is dropped.
+    pub fn borrow_mut(&self) -> CmGuard<'_> {
+        let mut cm = self.0.cm.borrow_mut();
+        self.0.apply_deferred(&mut cm);
+        CmGuard {
+            cm,
+            shared: &self.0,
+        }
+    }
+
+    /// Reports waiting for the CM (for tests and diagnostics).
+    pub fn deferred_reports(&self) -> usize {
+        self.0.deferred.borrow().len()
+    }
+
+    /// Reports dropped because the wait queue was full (zero unless an engine held the CM
+    /// across tens of thousands of controller calls).
+    pub fn dropped_reports(&self) -> u64 {
+        self.0.dropped.get()
     }
 
     fn try_with<R>(&self, f: impl FnOnce(&mut CongestionManager) -> R) -> Option<R> {
-        self.0.try_borrow_mut().ok().map(|mut cm| f(&mut cm))
+        let mut cm = self.0.cm.try_borrow_mut().ok()?;
+        self.0.apply_deferred(&mut cm);
+        Some(f(&mut cm))
     }
 }
 
@@ -146,8 +259,7 @@ impl CmController {
     /// `cm_update`; `tcp_ownd` follows what the CM accepted.
     fn update(&mut self, now: Time, fb: Feedback) {
         let flow = self.flow;
-        let accepted = self.cm.try_with(|cm| cm.update(now, flow, fb).is_ok());
-        if accepted == Some(true) {
+        if self.cm.0.report(Deferred::Update(now, flow, fb)) {
             self.ownd_bytes = if fb.mode == LossMode::NoFeedback {
                 0
             } else {
@@ -176,7 +288,7 @@ impl CmController {
 impl CongestionController for CmController {
     fn on_sent(&mut self, now: Time, bytes: u64, _retransmission: bool) {
         let flow = self.flow;
-        if self.cm.try_with(|cm| cm.notify(now, flow, bytes).is_ok()) == Some(true) {
+        if self.cm.0.report(Deferred::Notify(now, flow, bytes)) {
             self.ownd_bytes = self.ownd_bytes.saturating_add(bytes);
         }
     }
@@ -270,6 +382,7 @@ impl CongestionController for CmController {
     fn window(&self) -> u64 {
         self.cm
             .0
+            .cm
             .try_borrow()
             .ok()
             .and_then(|cm| {

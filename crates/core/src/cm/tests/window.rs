@@ -299,3 +299,36 @@ mod prop {
         }
     }
 }
+
+/// Regression: a controller that found the CM borrowed by its engine dropped its
+/// `cm_notify`/`cm_update` (lost congestion state). They are now queued and applied when the
+/// engine's borrow ends.
+#[test]
+fn test_reports_made_while_the_cm_is_borrowed_are_applied_after() {
+    let handle = CmHandle::new(cm());
+    let (mut cc, flow) = CmController::open(&handle, Time::ZERO, DEST, FlowKey(1)).expect("open");
+    let guard = handle.borrow_mut();
+    cc.on_sent(Time::ZERO, MTU, false);
+    cc.on_sent(Time::ZERO, MTU, false);
+    assert_eq!(handle.deferred_reports(), 2);
+    assert_eq!(
+        guard.outstanding_bytes(flow),
+        Ok(0),
+        "not applied during the borrow"
+    );
+    drop(guard);
+    assert_eq!(handle.deferred_reports(), 0);
+    assert_eq!(handle.borrow().outstanding_bytes(flow), Ok(2 * MTU));
+    // An acknowledgement reported while borrowed is applied too, after the sends.
+    let guard = handle.borrow_mut();
+    let ack = AckInfo {
+        newly_acked_bytes: 2 * MTU,
+        bytes_in_flight: 0,
+        rtt_sample: Some(ms(100)),
+        smss: MTU,
+    };
+    cc.on_ack(Time::from_millis(100), &ack);
+    drop(guard);
+    assert_eq!(handle.borrow().outstanding_bytes(flow), Ok(0));
+    assert_eq!(handle.dropped_reports(), 0);
+}
