@@ -184,12 +184,16 @@ impl Macroflow {
         Some(self.refilled_at + Duration::from_nanos(wait_ns as u64))
     }
 
-    /// This macroflow's next deadline: a grant or an aging halving.
+    /// This macroflow's next deadline: a grant, an aging halving, or a request's latency.
     pub(crate) fn next_deadline(&mut self) -> Option<Time> {
-        match (self.next_grant_at(), self.rate.next_aging_at()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [
+            self.next_grant_at(),
+            self.rate.next_aging_at(),
+            self.sched.next_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Rate per unit of weight, the common axis of the threshold index.

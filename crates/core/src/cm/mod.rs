@@ -389,6 +389,29 @@ pub struct FlowQuery {
     pub probe_lost_bytes: u64,
 }
 
+/// The arguments of `cm_request(id, nbytes, minbytes, latency)` (papers/003 Figure 8); see
+/// [`CongestionManager::request_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Bytes the application wants to send.
+    pub bytes: u64,
+    /// Smallest grant worth having (0: grants of one MTU).
+    pub min_bytes: u64,
+    /// How long the request stays useful (`None`: until granted or cancelled).
+    pub latency: Option<Duration>,
+}
+
+impl Request {
+    /// `bytes` in grants of one MTU, without a deadline.
+    pub fn bytes(bytes: u64) -> Request {
+        Request {
+            bytes,
+            min_bytes: 0,
+            latency: None,
+        }
+    }
+}
+
 /// Callbacks of the paper (§3.1), as events.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum CmEvent {
@@ -396,7 +419,7 @@ pub enum CmEvent {
     Grant {
         /// The flow.
         flow: FlowId,
-        /// Bytes allowed (at most one MTU).
+        /// Bytes allowed (one MTU at most, unless the request's `min_bytes` asked for more).
         bytes: u64,
     },
     /// `change_rate(rate)` / `cmapp_update(newrate, srtt, rttdev)`.
@@ -409,6 +432,13 @@ pub enum CmEvent {
         srtt: Duration,
         /// RTT variation.
         rttvar: Duration,
+    },
+    /// A request's `latency` passed before all of it was granted: `bytes` were withdrawn.
+    RequestExpired {
+        /// The flow.
+        flow: FlowId,
+        /// Bytes requested and never granted.
+        bytes: u64,
     },
 }
 
@@ -440,6 +470,8 @@ pub struct CmStats {
     pub expired_bytes: u64,
     /// Bytes notified beyond any grant (charged to the token bucket as debt).
     pub ungranted_bytes: u64,
+    /// Requested bytes withdrawn ungranted when their request's latency passed.
+    pub expired_request_bytes: u64,
     /// Multiplicative decreases (loss or ECN).
     pub decreases: u64,
     /// Persistent-congestion restarts.

@@ -15,8 +15,9 @@
 //! [`Scheduler::unpark_all`] when the window opens.
 
 use super::FlowId;
+use crate::time::Time;
 use std::cmp::{Ordering, Reverse};
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 /// A virtual time, totally ordered (tags are finite and non-negative by construction).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -45,6 +46,39 @@ struct Entry {
     queued: Option<u64>,
     /// Parked: out of the heap until `unpark_all`, its request and its finish tag kept.
     parked: Option<f64>,
+    /// `cm_request`'s `minbytes`: the flow's grants are at least this large (bounded by what
+    /// it requested); 0 for grants of one MTU.
+    min_bytes: u64,
+    /// When the pending request stops being useful (`cm_request`'s `latency`).
+    deadline: Option<Time>,
+}
+
+impl Entry {
+    /// The size of the flow's next grant: one chunk (an MTU), or `min_bytes` if larger, never
+    /// more than requested.
+    fn chunk(&self, chunk_max: u64) -> u64 {
+        self.pending_bytes.min(chunk_max.max(self.min_bytes))
+    }
+}
+
+/// What one `cm_request` adds to a flow's pending request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PendingRequest {
+    pub bytes: u64,
+    pub min_bytes: u64,
+    pub deadline: Option<Time>,
+}
+
+#[cfg(test)]
+impl PendingRequest {
+    /// `bytes` in grants of one MTU, with no deadline.
+    pub(crate) fn bytes(bytes: u64) -> PendingRequest {
+        PendingRequest {
+            bytes,
+            min_bytes: 0,
+            deadline: None,
+        }
+    }
 }
 
 /// SCFQ over the flows of one macroflow.
@@ -57,6 +91,8 @@ pub(crate) struct Scheduler {
     queued: usize,
     /// Parked flows (each at most once; removed or re-added flows are skipped).
     parked: Vec<FlowId>,
+    /// Pending requests with a deadline, earliest first.
+    deadlines: BTreeSet<(Time, FlowId)>,
 }
 
 impl Scheduler {
@@ -69,6 +105,8 @@ impl Scheduler {
                 last_finish: self.vtime,
                 queued: None,
                 parked: None,
+                min_bytes: 0,
+                deadline: None,
             },
         );
     }
@@ -77,6 +115,9 @@ impl Scheduler {
     pub(crate) fn remove(&mut self, flow: FlowId) -> u64 {
         match self.entries.remove(&flow) {
             Some(e) => {
+                if let Some(d) = e.deadline {
+                    self.deadlines.remove(&(d, flow));
+                }
                 if e.queued.is_some() {
                     self.queued -= 1;
                 }
@@ -98,12 +139,27 @@ impl Scheduler {
         self.entries.get(&flow).map_or(0, |e| e.pending_bytes)
     }
 
-    /// Adds `bytes` to the flow's outstanding request, capped at `max_pending`.
-    pub(crate) fn request(&mut self, flow: FlowId, bytes: u64, max_pending: u64, chunk_max: u64) {
+    /// Adds `bytes` to the flow's outstanding request, capped at `max_pending`. The request's
+    /// `min_bytes` and `deadline` apply to all the flow's pending bytes from now on.
+    pub(crate) fn request(
+        &mut self,
+        flow: FlowId,
+        req: PendingRequest,
+        max_pending: u64,
+        chunk_max: u64,
+    ) {
         let Some(e) = self.entries.get_mut(&flow) else {
             return;
         };
-        e.pending_bytes = e.pending_bytes.saturating_add(bytes).min(max_pending);
+        e.pending_bytes = e.pending_bytes.saturating_add(req.bytes).min(max_pending);
+        e.min_bytes = req.min_bytes;
+        if let Some(old) = e.deadline.take() {
+            self.deadlines.remove(&(old, flow));
+        }
+        if let Some(d) = req.deadline.filter(|_| e.pending_bytes > 0) {
+            e.deadline = Some(d);
+            self.deadlines.insert((d, flow));
+        }
         if e.queued.is_none() && e.parked.is_none() && e.pending_bytes > 0 {
             self.enqueue(flow, chunk_max);
         }
@@ -113,6 +169,9 @@ impl Scheduler {
     pub(crate) fn cancel(&mut self, flow: FlowId) {
         if let Some(e) = self.entries.get_mut(&flow) {
             e.pending_bytes = 0;
+            if let Some(d) = e.deadline.take() {
+                self.deadlines.remove(&(d, flow));
+            }
             if e.queued.take().is_some() {
                 self.queued -= 1;
             }
@@ -125,7 +184,7 @@ impl Scheduler {
         let Some(e) = self.entries.get_mut(&flow) else {
             return;
         };
-        let len = e.pending_bytes.min(chunk_max) as f64;
+        let len = e.chunk(chunk_max) as f64;
         let finish = e.last_finish.max(vtime) + len / e.weight;
         self.seq += 1;
         e.queued = Some(self.seq);
@@ -151,7 +210,7 @@ impl Scheduler {
         self.drop_stale_head();
         let Reverse((_, _, flow)) = self.heap.peek()?;
         let e = self.entries.get(flow)?;
-        Some((*flow, e.pending_bytes.min(chunk_max)))
+        Some((*flow, e.chunk(chunk_max)))
     }
 
     /// Serves the head flow: returns it and the bytes granted.
@@ -159,8 +218,13 @@ impl Scheduler {
         self.drop_stale_head();
         let Reverse((Tag(finish), _, flow)) = self.heap.pop()?;
         let e = self.entries.get_mut(&flow)?;
-        let bytes = e.pending_bytes.min(chunk_max);
+        let bytes = e.chunk(chunk_max);
         e.pending_bytes -= bytes;
+        if e.pending_bytes == 0
+            && let Some(d) = e.deadline.take()
+        {
+            self.deadlines.remove(&(d, flow));
+        }
         e.last_finish = finish;
         e.queued = None;
         self.queued -= 1;
@@ -186,6 +250,30 @@ impl Scheduler {
             self.queued -= 1;
             self.parked.push(flow);
         }
+    }
+
+    /// The earliest deadline of a pending request.
+    pub(crate) fn next_deadline(&self) -> Option<Time> {
+        self.deadlines.first().map(|d| d.0)
+    }
+
+    /// Withdraws the pending requests whose deadline is at or before `now`; returns each flow
+    /// with the bytes it had not been granted.
+    pub(crate) fn expire(&mut self, now: Time) -> Vec<(FlowId, u64)> {
+        let mut out = Vec::new();
+        while let Some(&(d, flow)) = self.deadlines.first() {
+            if d > now {
+                break;
+            }
+            let bytes = self.pending(flow);
+            self.cancel(flow);
+            // `cancel` removed the deadline; guard against a stale one all the same.
+            self.deadlines.remove(&(d, flow));
+            if bytes > 0 {
+                out.push((flow, bytes));
+            }
+        }
+        out
     }
 
     /// Whether any flow is parked.
@@ -233,7 +321,12 @@ mod tests {
         let mut s = Scheduler::default();
         for (i, w) in weights.iter().enumerate() {
             s.add(FlowId(i as u32), *w);
-            s.request(FlowId(i as u32), u64::MAX, u64::MAX, 1000);
+            s.request(
+                FlowId(i as u32),
+                PendingRequest::bytes(u64::MAX),
+                u64::MAX,
+                1000,
+            );
         }
         s
     }
@@ -254,12 +347,12 @@ mod tests {
         let mut s = Scheduler::default();
         s.add(FlowId(1), 1.0);
         s.add(FlowId(2), 1.0);
-        s.request(FlowId(1), 3000, u64::MAX, 1000);
-        s.request(FlowId(2), 500, u64::MAX, 1000);
+        s.request(FlowId(1), PendingRequest::bytes(3000), u64::MAX, 1000);
+        s.request(FlowId(2), PendingRequest::bytes(500), u64::MAX, 1000);
         s.cancel(FlowId(1));
         assert_eq!(s.grant_head(1000), Some((FlowId(2), 500)));
         assert_eq!(s.grant_head(1000), None);
-        s.request(FlowId(1), 10, u64::MAX, 1000);
+        s.request(FlowId(1), PendingRequest::bytes(10), u64::MAX, 1000);
         assert_eq!(s.remove(FlowId(1)), 10);
         assert_eq!(s.peek(1000), None);
     }
@@ -269,13 +362,13 @@ mod tests {
         let mut s = Scheduler::default();
         s.add(FlowId(1), 1.0);
         s.add(FlowId(2), 1.0);
-        s.request(FlowId(1), 2000, u64::MAX, 1000);
-        s.request(FlowId(2), 1000, u64::MAX, 1000);
+        s.request(FlowId(1), PendingRequest::bytes(2000), u64::MAX, 1000);
+        s.request(FlowId(2), PendingRequest::bytes(1000), u64::MAX, 1000);
         assert_eq!(s.peek(1000), Some((FlowId(1), 1000)));
         s.park_head();
         assert!(s.has_parked());
         // A new request of a parked flow does not requeue it.
-        s.request(FlowId(1), 500, u64::MAX, 1000);
+        s.request(FlowId(1), PendingRequest::bytes(500), u64::MAX, 1000);
         assert_eq!(s.grant_head(1000), Some((FlowId(2), 1000)));
         assert_eq!(s.peek(1000), None);
         s.unpark_all();

@@ -74,7 +74,7 @@ fn drive(cm: &mut CongestionManager, mut now: Time, grants: u64) -> Time {
             batch.extend(
                 std::iter::from_fn(|| cm.poll_event()).filter_map(|ev| match ev {
                     CmEvent::Grant { flow, bytes } => Some((flow, bytes)),
-                    CmEvent::RateChange { .. } => None,
+                    CmEvent::RateChange { .. } | CmEvent::RequestExpired { .. } => None,
                 }),
             );
             if batch.is_empty() {

@@ -186,6 +186,9 @@ impl CongestionManager {
         if let Some((flow, bytes)) = self.grants.pop_front() {
             return Some(CmEvent::Grant { flow, bytes });
         }
+        if let Some((flow, bytes)) = self.expired_requests.pop_front() {
+            return Some(CmEvent::RequestExpired { flow, bytes });
+        }
         while let Some(id) = self.rate_events.pop_front() {
             let Some(f) = self.flows.get_mut(&id) else {
                 continue;

@@ -15,8 +15,24 @@ impl CongestionManager {
     /// the change_rate events its thresholds call for, and re-arm its timer.
     pub(super) fn after_change(&mut self, now: Time, mf_id: MacroflowId) {
         self.issue_grants(now, mf_id);
+        self.expire_requests(now, mf_id);
         self.check_thresholds(mf_id);
         self.rearm_macroflow(mf_id);
+    }
+
+    /// Withdraws requests whose `latency` has passed (after granting what could be granted
+    /// at this instant) and queues a `RequestExpired` event for each.
+    fn expire_requests(&mut self, now: Time, mf_id: MacroflowId) {
+        let Some(mf) = self.macroflows.get_mut(&mf_id) else {
+            return;
+        };
+        for (flow, bytes) in mf.sched.expire(now) {
+            self.stats.expired_request_bytes =
+                self.stats.expired_request_bytes.saturating_add(bytes);
+            if self.expired_requests.len() < self.config.max_events {
+                self.expired_requests.push_back((flow, bytes));
+            }
+        }
     }
 
     pub(super) fn issue_grants(&mut self, now: Time, mf_id: MacroflowId) {

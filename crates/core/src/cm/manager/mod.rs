@@ -5,9 +5,10 @@ use super::cache::TemporalCache;
 use super::macroflow::Macroflow;
 use super::probe::CmPacket;
 use super::probe::sender::ProbeSession;
+use super::scheduler::PendingRequest;
 use super::{
     CmConfig, CmError, CmStats, Feedback, FeedbackSource, FlowId, FlowKey, FlowOptions, FlowQuery,
-    LossMode, MacroflowId, PeerAddr, Thresholds,
+    LossMode, MacroflowId, PeerAddr, Request, Thresholds,
 };
 use crate::time::Time;
 use grant_queue::GrantQueue;
@@ -115,6 +116,49 @@ pub struct MacroflowInfo {
 /// Call order: feed inputs (`open`/`request`/`notify`/`update`/`handle_packet`/
 /// `handle_timeout`), then drain `poll_transmit(now)` and `poll_event()`, then arm a timer at
 /// `poll_timeout()`. Inputs must carry non-decreasing `now`.
+///
+/// An application sending 10 kB to one destination, with its own feedback (no probes), driving
+/// time by hand:
+///
+/// ```
+/// use adaptnet_core::Time;
+/// use adaptnet_core::cm::{
+///     CmConfig, CmEvent, CongestionManager, Feedback, FlowKey, FlowOptions, PeerAddr, Request,
+/// };
+/// use std::time::Duration;
+///
+/// let mut cm = CongestionManager::new(CmConfig { mtu_bytes: 1000, ..CmConfig::default() });
+/// let dest = PeerAddr(1);
+/// let flow = cm.open(Time::ZERO, dest, FlowKey(1), FlowOptions::implicit())?;
+/// // The first feedback (e.g. a handshake) gives the CM an RTT: a rate of cwnd / srtt.
+/// cm.update(Time::ZERO, flow, Feedback::received(0, Some(Duration::from_millis(100))))?;
+/// // cm_request(id, nbytes, minbytes, latency): 10 kB, in grants of 2 kB, useful for 2 s.
+/// let req = Request { bytes: 10_000, min_bytes: 2_000, latency: Some(Duration::from_secs(2)) };
+/// cm.request_with(Time::ZERO, flow, req)?;
+/// let (mut now, mut sent) = (Time::ZERO, 0);
+/// loop {
+///     while let Some(ev) = cm.poll_event() {
+///         if let CmEvent::Grant { bytes, .. } = ev {
+///             // app_notify(nallowed): send `bytes` now, then cm_notify what was sent.
+///             sent += bytes;
+///             cm.notify(now, flow, bytes)?;
+///             // Feedback from the receiver, one RTT later in a real application.
+///             cm.update(now, flow, Feedback::received(bytes, None))?;
+///         }
+///     }
+///     if sent >= 10_000 {
+///         break;
+///     }
+///     // Sleep until the CM's next deadline (a grant, here).
+///     now = cm.poll_timeout().expect("a grant is due");
+///     cm.handle_timeout(now);
+/// }
+/// let q = cm.query(flow)?; // cm_query: the flow's share of the rate and the path's srtt
+/// assert!(q.rate_bytes_per_s.is_some() && q.srtt == Some(Duration::from_millis(100)));
+/// assert_eq!(cm.stats().ungranted_bytes, 0);
+/// cm.close(now, flow)?;
+/// # Ok::<(), adaptnet_core::cm::CmError>(())
+/// ```
 #[derive(Debug)]
 pub struct CongestionManager {
     config: CmConfig,
@@ -127,6 +171,8 @@ pub struct CongestionManager {
     probes: BTreeMap<PeerAddr, ProbeSession>,
     grants: VecDeque<(FlowId, u64)>,
     rate_events: VecDeque<FlowId>,
+    /// Requests withdrawn at their deadline: (flow, bytes not granted).
+    expired_requests: VecDeque<(FlowId, u64)>,
     transmits: VecDeque<CmTransmit>,
     next_flow: u32,
     next_macroflow: u32,
@@ -148,6 +194,7 @@ impl CongestionManager {
             probes: BTreeMap::new(),
             grants: VecDeque::new(),
             rate_events: VecDeque::new(),
+            expired_requests: VecDeque::new(),
             transmits: VecDeque::new(),
             next_flow: 0,
             next_macroflow: 0,
@@ -402,11 +449,35 @@ impl CongestionManager {
     /// `cm_request(nbytes)`: asks to send `nbytes`; grants of at most one MTU follow as
     /// [`CmEvent::Grant`](crate::cm::CmEvent::Grant)s, paced at the macroflow's rate and shared by weight.
     pub fn request(&mut self, now: Time, flow: FlowId, nbytes: u64) -> Result<(), CmError> {
+        self.request_with(now, flow, Request::bytes(nbytes))
+    }
+
+    /// `cm_request(id, nbytes, minbytes, latency)` (papers/003 Figure 8).
+    ///
+    /// * `min_bytes`: the scheduler "notifies the application at a future point in time based
+    ///   on the minimum number of bytes requested by the application, and the sending rate"
+    ///   (§2.4): the flow's grants are then at least `min_bytes` (or what is left of its
+    ///   request), issued when the tokens for all of them have accrued — one grant, not a
+    ///   trickle of MTUs. `min_bytes` above the macroflow's burst allowance is capped to it:
+    ///   the CM never releases more than its burst at once.
+    /// * `latency`: how long the request stays useful. The paper's scheduler "does not use
+    ///   delay bounds"; ours does not reorder flows by it either (SCFQ shares stay by weight),
+    ///   but bytes still not granted `latency` after the request are withdrawn and reported
+    ///   as [`CmEvent::RequestExpired`](crate::cm::CmEvent::RequestExpired), so a real-time
+    ///   sender is never granted stale data. `None`: until granted or cancelled.
+    ///
+    /// A new request's `min_bytes` and `latency` apply to all the flow's pending bytes.
+    pub fn request_with(&mut self, now: Time, flow: FlowId, req: Request) -> Result<(), CmError> {
         let mf_id = self.flow(flow)?.macroflow;
         let (max_pending, mtu) = (self.config.max_pending_bytes, self.config.mtu_bytes.max(1));
         if let Some(mf) = self.macroflows.get_mut(&mf_id) {
             mf.advance(now);
-            mf.sched.request(flow, nbytes, max_pending, mtu);
+            let pending = PendingRequest {
+                bytes: req.bytes,
+                min_bytes: req.min_bytes.min(mf.capacity() as u64),
+                deadline: req.latency.map(|l| now.saturating_add(l)),
+            };
+            mf.sched.request(flow, pending, max_pending, mtu);
         }
         self.after_change(now, mf_id);
         Ok(())

@@ -569,3 +569,105 @@ fn test_notify_once_per_grant_neither_refunds_nor_charges() {
     cm.notify(t, f, MTU / 2).expect("notify");
     assert_eq!(cm.stats().ungranted_bytes, 0);
 }
+
+/// The grants of one flow, with their times, until `until`.
+fn grants_until(cm: &mut CongestionManager, f: FlowId, until: Time) -> Vec<(Time, u64)> {
+    run_until(cm, until)
+        .into_iter()
+        .filter_map(|(t, e)| match e {
+            CmEvent::Grant { flow, bytes } if flow == f => Some((t, bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn test_min_bytes_grants_come_whole_when_the_tokens_allow() {
+    // 10 MTUs per 100 ms = 100 kB/s; the burst allowance (2 MTU) is spent first.
+    let (mut cm, f) = with_flow(10);
+    drain(&mut cm);
+    let t0 = Time::from_secs(1);
+    cm.request_with(
+        t0,
+        f,
+        Request {
+            bytes: 4 * MTU,
+            min_bytes: 2 * MTU,
+            latency: None,
+        },
+    )
+    .expect("request");
+    let mut grants: Vec<(Time, u64)> = drain(&mut cm)
+        .into_iter()
+        .filter_map(|e| match e {
+            CmEvent::Grant { bytes, .. } => Some((t0, bytes)),
+            _ => None,
+        })
+        .collect();
+    grants.extend(grants_until(&mut cm, f, t0 + ms(200)));
+    // papers/003 §2.4: notified "based on the minimum number of bytes requested": two grants
+    // of 2 MTUs, the second once 2 MTUs of tokens have accrued (20 ms at 100 kB/s).
+    assert_eq!(
+        grants.iter().map(|g| g.1).collect::<Vec<_>>(),
+        [2 * MTU, 2 * MTU]
+    );
+    assert_eq!(grants[1].0 - grants[0].0, ms(20));
+    // min_bytes beyond the burst allowance is capped to it.
+    cm.request_with(
+        t0 + ms(200),
+        f,
+        Request {
+            bytes: 10 * MTU,
+            min_bytes: 100 * MTU,
+            latency: None,
+        },
+    )
+    .expect("request");
+    let sizes: Vec<u64> = grants_until(&mut cm, f, t0 + ms(400))
+        .iter()
+        .map(|g| g.1)
+        .chain(drain(&mut cm).into_iter().filter_map(|e| match e {
+            CmEvent::Grant { bytes, .. } => Some(bytes),
+            _ => None,
+        }))
+        .collect();
+    assert!(sizes.iter().all(|&b| b <= 2 * MTU), "{sizes:?}");
+}
+
+#[test]
+fn test_request_latency_withdraws_what_was_not_granted_in_time() {
+    let (mut cm, f) = with_flow(10);
+    drain(&mut cm);
+    let t0 = Time::from_secs(1);
+    // 20 MTUs at 10 MTUs per 100 ms take ~180 ms after the burst; only 50 ms are useful.
+    cm.request_with(
+        t0,
+        f,
+        Request {
+            bytes: 20 * MTU,
+            min_bytes: 0,
+            latency: Some(ms(50)),
+        },
+    )
+    .expect("request");
+    let events = run_until(&mut cm, t0 + ms(300));
+    let granted: u64 = events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            CmEvent::Grant { bytes, .. } => Some(*bytes),
+            _ => None,
+        })
+        .sum::<u64>();
+    let expired: Vec<(Time, u64)> = events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            CmEvent::RequestExpired { flow, bytes } if *flow == f => Some((*t, *bytes)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(expired.len(), 1, "{events:?}");
+    assert_eq!(expired[0].0, t0 + ms(50));
+    assert_eq!(granted + expired[0].1, 20 * MTU);
+    assert_eq!(cm.pending_request(f), Ok(0));
+    assert_eq!(cm.stats().expired_request_bytes, expired[0].1);
+}

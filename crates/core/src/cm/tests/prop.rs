@@ -9,6 +9,7 @@ use proptest::prelude::*;
 #[derive(Clone, Debug)]
 enum Op {
     Request(usize, u64),
+    RequestWith(usize, u64, u64, Option<u16>),
     Notify(usize, u64),
     Update(usize, u64, u8, Option<u16>),
     Advance(u32),
@@ -19,6 +20,13 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (0usize..3, 1u64..20_000).prop_map(|(f, b)| Op::Request(f, b)),
+        (
+            0usize..3,
+            1u64..20_000,
+            0u64..10_000,
+            proptest::option::of(0u16..300)
+        )
+            .prop_map(|(f, b, m, l)| Op::RequestWith(f, b, m, l)),
         (0usize..3, 0u64..5_000).prop_map(|(f, b)| Op::Notify(f, b)),
         (
             0usize..3,
@@ -60,6 +68,14 @@ proptest! {
             let rate_before = cm.macroflow_info(mf).expect("mf").rate_bytes_per_s;
             match op {
                 Op::Request(f, b) => cm.request(now, flows[f], b).expect("open"),
+                Op::RequestWith(f, b, m, l) => {
+                    let req = Request {
+                        bytes: b,
+                        min_bytes: m,
+                        latency: l.map(|v| ms(u64::from(v))),
+                    };
+                    cm.request_with(now, flows[f], req).expect("open");
+                }
                 Op::Notify(f, b) => {
                     notified += b;
                     cm.notify(now, flows[f], b).expect("open");

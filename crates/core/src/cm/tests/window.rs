@@ -29,7 +29,7 @@ fn send_grants_until(cm: &mut CongestionManager, f: FlowId, until: Time) -> u64 
             .into_iter()
             .filter_map(|e| match e {
                 CmEvent::Grant { bytes, .. } => Some(bytes),
-                CmEvent::RateChange { .. } => None,
+                CmEvent::RateChange { .. } | CmEvent::RequestExpired { .. } => None,
             })
             .sum();
         if granted > 0 {

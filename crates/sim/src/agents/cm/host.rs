@@ -94,6 +94,8 @@ impl CmHostAgent {
                         rate_bytes_per_s,
                         ..
                     } => posted |= self.host.post_rate_change(flow, rate_bytes_per_s),
+                    // The simulator's CM applications make no requests with a latency.
+                    CmEvent::RequestExpired { .. } => {}
                 }
             }
         }
