@@ -149,6 +149,16 @@ pub enum NaiEvent {
         /// Bytes not yet acknowledged.
         bytes_remaining: u64,
     },
+    /// The transport has taken the whole message: its last byte was handed to the transport
+    /// for the first time. A synchronous send (§3.1) returns here — the paper's synchronous
+    /// calls block until the message is passed on, not until it is acknowledged (§5.3: with
+    /// fast CPUs "the selection of synchronous or asynchronous sends made no difference");
+    /// waiting for the [`NaiEvent::Outcome`] is a separate choice. At most once per message,
+    /// never for a message cancelled, expired or rejected before all its bytes were sent.
+    Taken {
+        /// The message.
+        id: MessageId,
+    },
     /// The message's final outcome. Emitted exactly once per message.
     Outcome {
         /// The message.

@@ -446,10 +446,14 @@ impl Scheduler {
                 false,
             ),
         };
+        let taken_now = !retransmission && m.next_offset < m.size && end == m.size;
         if retransmission {
             m.retx.remove(offset, end);
         } else {
             m.next_offset = end;
+        }
+        if taken_now {
+            self.events.push_back(NaiEvent::Taken { id });
         }
         let wire_seq = *m.wire_seq.get_or_insert(next_wire);
         if wire_seq == next_wire {

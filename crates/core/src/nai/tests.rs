@@ -223,13 +223,16 @@ fn test_scheduled_timer_expiry_suspends_and_app_decides() {
     s.on_acked(Time::from_secs(2), id, 1000, 4000);
     assert_eq!(
         events(&mut s),
-        vec![NaiEvent::Outcome {
-            id,
-            outcome: Outcome::Delivered {
-                at: Time::from_secs(2),
-                margin: Some(DeadlineMargin::Late(Duration::from_secs(1)))
+        vec![
+            NaiEvent::Taken { id },
+            NaiEvent::Outcome {
+                id,
+                outcome: Outcome::Delivered {
+                    at: Time::from_secs(2),
+                    margin: Some(DeadlineMargin::Late(Duration::from_secs(1)))
+                }
             }
-        }]
+        ]
     );
 }
 
@@ -358,7 +361,11 @@ fn test_cancel_of_fully_sent_message_waits_for_receiver() {
     s.cancel(t, a).unwrap();
     s.cancel(t, b).unwrap();
     assert_eq!(s.state(a), Ok(MessageState::Cancelling));
-    assert!(events(&mut s).is_empty(), "outcome waits for the receiver");
+    assert_eq!(
+        events(&mut s),
+        vec![NaiEvent::Taken { id: a }, NaiEvent::Taken { id: b }],
+        "both were taken whole; the outcome waits for the receiver"
+    );
     assert_eq!(
         s.poll_notice(),
         Some(DiscardNotice {
@@ -559,4 +566,21 @@ fn bench_admission_rate() {
         s.live_messages(),
         n as f64 / secs
     );
+}
+
+#[test]
+fn test_taken_once_when_the_last_byte_is_first_dispatched() {
+    let mut s = sched(1e9);
+    let t = Time::ZERO;
+    let id = s.submit(t, Q0, 2500, opts(Priority::HIGH, None)).unwrap();
+    s.next_chunk(1000, true).unwrap();
+    s.next_chunk(1000, true).unwrap();
+    assert!(events(&mut s).is_empty(), "not all bytes handed over yet");
+    s.next_chunk(1000, true).unwrap();
+    assert_eq!(events(&mut s), vec![NaiEvent::Taken { id }]);
+    // A retransmission of the tail does not take it again.
+    s.on_lost(id, 2000, 500);
+    let c = s.next_chunk(1000, true).unwrap();
+    assert!(c.retransmission);
+    assert!(events(&mut s).is_empty());
 }

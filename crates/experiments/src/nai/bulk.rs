@@ -21,7 +21,7 @@ use crate::report::plot::{Series, line_chart};
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
-use adaptnet_core::nai::{NaiError, NaiEvent, Priority, SendOptions};
+use adaptnet_core::nai::{MessageId, NaiError, NaiEvent, Priority, SendOptions};
 use adaptnet_sim::agents::nai_app::{NaiApp, NaiPort};
 use adaptnet_sim::agents::tcp::{TcpReceiver, TcpSender};
 use adaptnet_sim::link::{Bandwidth, LinkConfig, LossModel, QueueLimit};
@@ -62,7 +62,8 @@ pub struct BulkParams {
 pub enum SendMode {
     /// Keep a backlog queued.
     Async,
-    /// One message at a time: the next when the previous one's outcome arrives.
+    /// Blocking sends (§3.1): the next message is submitted when the transport has taken the
+    /// previous one whole ([`NaiEvent::Taken`]), not when it is acknowledged.
     Sync,
 }
 
@@ -71,30 +72,44 @@ pub enum SendMode {
 pub struct BulkApp {
     size: u64,
     total: u64,
+    mode: SendMode,
     window: usize,
     submitted: u64,
+    /// Messages without an outcome yet.
     outstanding: usize,
+    /// A synchronous send in progress: the message the call is blocked on until it is taken.
+    blocked_on: Option<MessageId>,
     finished: u64,
     /// When the last outcome arrived, once all bytes are done.
     pub done_at: Option<Time>,
 }
 
 impl BulkApp {
-    /// An app sending `total` bytes as messages of `size`, keeping `window` outstanding.
-    pub fn new(size: u64, total: u64, window: usize) -> BulkApp {
+    /// An app sending `total` bytes as messages of `size`: asynchronously keeping `window`
+    /// messages without an outcome, or synchronously (one blocking send at a time).
+    pub fn new(size: u64, total: u64, mode: SendMode, window: usize) -> BulkApp {
         BulkApp {
             size: size.max(1),
             total,
+            mode,
             window: window.max(1),
             submitted: 0,
             outstanding: 0,
+            blocked_on: None,
             finished: 0,
             done_at: None,
         }
     }
 
     fn fill(&mut self, now: Time, port: &mut dyn NaiPort) {
-        while self.outstanding < self.window && self.submitted < self.total {
+        while self.submitted < self.total {
+            let busy = match self.mode {
+                SendMode::Sync => self.blocked_on.is_some(),
+                SendMode::Async => self.outstanding >= self.window,
+            };
+            if busy {
+                break;
+            }
             let size = self.size.min(self.total - self.submitted);
             let opts = SendOptions {
                 priority: Priority::HIGH,
@@ -102,7 +117,15 @@ impl BulkApp {
                 ..SendOptions::default()
             };
             match port.submit(now, size, opts) {
-                Ok(_) | Err(NaiError::Rejected { .. }) => {
+                Ok(id) => {
+                    self.submitted += size;
+                    self.outstanding += 1;
+                    if self.mode == SendMode::Sync {
+                        self.blocked_on = Some(id);
+                    }
+                }
+                // A rejection still brings an outcome event.
+                Err(NaiError::Rejected { .. }) => {
                     self.submitted += size;
                     self.outstanding += 1;
                 }
@@ -124,13 +147,23 @@ impl NaiApp for BulkApp {
     fn handle_timeout(&mut self, _now: Time, _port: &mut dyn NaiPort) {}
 
     fn on_event(&mut self, now: Time, event: &NaiEvent, port: &mut dyn NaiPort) {
-        if let NaiEvent::Outcome { .. } = event {
-            self.outstanding = self.outstanding.saturating_sub(1);
-            self.finished += 1;
-            if self.submitted >= self.total && self.outstanding == 0 {
-                self.done_at.get_or_insert(now);
+        match *event {
+            NaiEvent::Taken { id } if self.blocked_on == Some(id) => {
+                self.blocked_on = None;
+                self.fill(now, port);
             }
-            self.fill(now, port);
+            NaiEvent::Outcome { id, .. } => {
+                if self.blocked_on == Some(id) {
+                    self.blocked_on = None;
+                }
+                self.outstanding = self.outstanding.saturating_sub(1);
+                self.finished += 1;
+                if self.submitted >= self.total && self.outstanding == 0 {
+                    self.done_at.get_or_insert(now);
+                }
+                self.fill(now, port);
+            }
+            _ => {}
         }
     }
 }
@@ -285,11 +318,8 @@ pub fn run_nai(
         },
         PARAMS,
     )?;
-    let window = match mode {
-        SendMode::Sync => 1,
-        SendMode::Async => p.async_backlog_bytes.div_ceil(size.max(1)).max(2) as usize,
-    };
-    let app = Box::new(BulkApp::new(size, total, window));
+    let window = p.async_backlog_bytes.div_ceil(size.max(1)).max(2) as usize;
+    let app = Box::new(BulkApp::new(size, total, mode, window));
     let mut run = Run::new(&testbed, implementation, atp_config(1, 1), app, 1)?;
     run.world.set_sample_period(SAMPLE);
     let link = wlan(&run.world)?;
