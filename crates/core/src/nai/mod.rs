@@ -24,7 +24,9 @@
 //! link rate.
 //!
 //! Synchronous sends are an engine concern: a blocking `send` is `submit` followed by waiting
-//! for that message's [`NaiEvent::Outcome`]; asynchronous sends return after `submit`.
+//! for that message's [`NaiEvent::Taken`] (the transport has taken it whole, §3.1/§5.3);
+//! waiting for its [`NaiEvent::Outcome`] is a separate, explicit wait. Asynchronous sends
+//! return after `submit`.
 
 mod admission;
 pub mod baseline;

@@ -82,7 +82,64 @@ impl Queue {
     }
 }
 
-/// The NAI scheduler. See the module docs for the calling pattern.
+/// The NAI scheduler. See the module docs for what the application gets.
+///
+/// # The transport's side, and the call order
+///
+/// A transport (ATP over SPP, ATP over TCP, or your own) drives the scheduler thus, after
+/// every input and at every timer:
+///
+/// 1. `set_rate(now, bytes_per_s)` whenever its bandwidth estimate changes (what admission
+///    control, early expiry and queue shares plan with);
+/// 2. `next_chunk_at(now, max_len, can_start_new)` while it may send: each [`Chunk`] is a
+///    piece of one message to transmit now (retransmissions first); `can_start_new = false`
+///    restricts it to messages the receiver already knows;
+/// 3. for what the receiver reports: `on_acked(now, id, offset, len)` (returns true when the
+///    message is complete) and `on_lost(id, offset, len)` (the bytes are sent again);
+/// 4. `poll_notice()` until `None`: each [`DiscardNotice`] must reach the receiver, and its
+///    answer comes back through `resolve_cancel(now, id, delivered)`;
+/// 5. `handle_timeout(now)` when `poll_timeout()` has passed (callback timers);
+/// 6. `poll_event()` until `None`, for the application.
+///
+/// A rejected `submit` is reported once to the caller, as `Err(NaiError::Rejected)`, and once
+/// as the message's [`NaiEvent::Outcome`] (`Outcome::Rejected`): the error answers the call,
+/// the event keeps the rule "exactly one outcome per message" for code that only reads events
+/// (a ledger, an engine turning outcomes into futures). Act on one of them, not both.
+///
+/// ```
+/// use adaptnet_core::Time;
+/// use adaptnet_core::nai::{NaiConfig, NaiEvent, Outcome, Priority, QueueId, Scheduler, SendOptions};
+/// use std::time::Duration;
+///
+/// let mut s = Scheduler::new(NaiConfig::default());
+/// s.set_rate(Time::ZERO, 100_000.0); // the transport's estimate: 100 kB/s
+/// let opts = SendOptions {
+///     priority: Priority::HIGH,
+///     timer: Some(Duration::from_secs(1)),
+///     ..SendOptions::default()
+/// };
+/// let id = s.submit(Time::ZERO, QueueId(0), 3000, opts)?;
+/// // The transport sends what the scheduler hands it, 1000 bytes per packet...
+/// let mut now = Time::ZERO;
+/// while let Some(c) = s.next_chunk_at(now, 1000, true) {
+///     // ...and the receiver acknowledges each piece 50 ms later.
+///     now = now + Duration::from_millis(50);
+///     s.on_acked(now, c.id, c.offset, u64::from(c.len));
+/// }
+/// while let Some(n) = s.poll_notice() {
+///     let _ = n; // announce discards to the receiver (none here)
+/// }
+/// if s.poll_timeout().is_some_and(|t| t <= now) {
+///     s.handle_timeout(now);
+/// }
+/// let events: Vec<NaiEvent> = std::iter::from_fn(|| s.poll_event()).collect();
+/// assert!(events.contains(&NaiEvent::Taken { id }));
+/// assert!(events.iter().any(|e| matches!(
+///     e,
+///     NaiEvent::Outcome { id: done, outcome: Outcome::Delivered { .. } } if *done == id
+/// )));
+/// # Ok::<(), adaptnet_core::nai::NaiError>(())
+/// ```
 #[derive(Debug)]
 pub struct Scheduler {
     config: NaiConfig,
