@@ -38,7 +38,9 @@ impl Pacer {
         } else if self.tokens >= 0.0 {
             Some(self.last)
         } else {
-            let wait = std::time::Duration::from_secs_f64(-self.tokens / self.rate_bytes_per_s);
+            // A tiny rate gives a wait beyond what a Duration holds: saturate, never panic.
+            let wait = std::time::Duration::try_from_secs_f64(-self.tokens / self.rate_bytes_per_s)
+                .unwrap_or(std::time::Duration::MAX);
             Some(self.last + wait + std::time::Duration::from_nanos(1))
         }
     }

@@ -604,3 +604,35 @@ fn test_same_seed_same_run() {
     };
     assert_eq!(run(), run());
 }
+
+/// Regression: `set_external_rate(now, 1e-300)` then `poll_timeout()` panicked in
+/// `Duration::from_secs_f64` (a wait longer than a Duration holds).
+#[test]
+fn test_tiny_external_rate_does_not_panic() {
+    let mut s = AtpSender::new(AtpConfig::default(), RateSource::External, Time::ZERO);
+    s.set_external_rate(Time::ZERO, 1e-300);
+    let _ = s
+        .nai_mut()
+        .submit(Time::ZERO, QueueId(0), 100_000, no_timer(Priority::HIGH));
+    while s.poll_transmit(Time::ZERO).is_some() {}
+    let t = s.poll_timeout();
+    assert!(t.is_none_or(|t| t >= Time::ZERO));
+    s.handle_timeout(Time::from_secs(1));
+}
+
+/// Regression: an ACK frame built by hand with an inverted range `(10, 5)` panicked in the SPP
+/// sender; it acknowledges nothing.
+#[test]
+fn test_inverted_ack_range_is_ignored() {
+    let mut s = AtpSender::new(AtpConfig::default(), RateSource::External, Time::ZERO);
+    s.set_external_rate(Time::ZERO, 100_000.0);
+    let _ = s
+        .nai_mut()
+        .submit(Time::ZERO, QueueId(0), 10_000, no_timer(Priority::HIGH));
+    while s.poll_transmit(Time::ZERO).is_some() {}
+    let ack = crate::spp::wire::SppRepr::Ack(crate::spp::wire::AckFrame {
+        ranges: vec![(10, 5)],
+        verdicts: Vec::new(),
+    });
+    s.handle_datagram(Time::from_millis(10), &ack, 0);
+}

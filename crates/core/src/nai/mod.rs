@@ -62,6 +62,7 @@ pub struct NaiConfig {
     /// Most concurrent bandwidth-range registrations.
     pub max_notifications: usize,
     /// Largest message, in bytes.
+    /// (At most `u32::MAX`: lengths travel in 32-bit wire fields; larger values are clamped.)
     pub max_message_bytes: u64,
     /// Which admitted messages admission control protects from a newcomer.
     pub admission: AdmissionScope,

@@ -163,6 +163,9 @@ impl Scheduler {
     /// A scheduler with the default queue ([`QueueId`] 0) and a zero bandwidth estimate.
     pub fn new(mut config: NaiConfig) -> Scheduler {
         config.levels = config.levels.clamp(1, MAX_LEVELS);
+        // Message lengths travel in 32-bit wire fields (SPP, ATP over TCP): a larger limit
+        // would admit messages whose length the framing cannot carry.
+        config.max_message_bytes = config.max_message_bytes.min(u64::from(u32::MAX));
         config.max_queues = config.max_queues.max(1);
         let notifier = Notifier::new(config.max_notifications);
         Scheduler {

@@ -584,3 +584,19 @@ fn test_taken_once_when_the_last_byte_is_first_dispatched() {
     assert!(c.retransmission);
     assert!(events(&mut s).is_empty());
 }
+
+/// Regression: a `max_message_bytes` above `u32::MAX` admitted messages whose length the
+/// 32-bit wire fields then truncated; the limit is clamped to what the framing carries.
+#[test]
+fn test_messages_beyond_u32_lengths_are_refused() {
+    let mut s = Scheduler::new(NaiConfig {
+        max_message_bytes: u64::MAX,
+        ..NaiConfig::default()
+    });
+    s.set_rate(Time::ZERO, 1e9);
+    let big = u64::from(u32::MAX) + 1;
+    assert!(matches!(
+        s.submit(Time::ZERO, Q0, big, opts(Priority::HIGH, None)),
+        Err(NaiError::TooLarge { .. })
+    ));
+}

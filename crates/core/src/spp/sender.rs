@@ -223,6 +223,11 @@ impl SppSender {
         }
         let mut newly: Vec<(u64, Sent)> = Vec::new();
         for &(s, e) in &ack.ranges {
+            // `parse` only yields ordered ranges, but a frame built by hand may not be:
+            // an empty or inverted range acknowledges nothing (and must not panic `range`).
+            if s >= e {
+                continue;
+            }
             let pns: Vec<u64> = self.in_flight.range(s..e).map(|(pn, _)| *pn).collect();
             for pn in pns {
                 if let Some(sent) = self.in_flight.remove(&pn) {

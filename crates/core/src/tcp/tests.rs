@@ -441,3 +441,91 @@ fn test_timestamps_give_rtt_samples_for_retransmitted_data() {
     );
     assert_eq!(p.client.rtt().latest(), Some(2 * (DELAY + SLOT)));
 }
+
+mod prop {
+    //! Property tests (s2n-quic style): random loss patterns under every combination of the
+    //! options; after every step nothing is delivered twice or out of thin air, counters stay
+    //! consistent, the window stays positive, and in the end every byte arrives.
+    use super::*;
+    use proptest::prelude::*;
+
+    const BYTES: u64 = 200 * 1460;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn any_loss_pattern_delivers_everything_exactly_once(
+            lost in proptest::collection::btree_set(1u64..400, 0..60),
+            sack in any::<bool>(),
+            timestamps in any::<bool>(),
+            limited_transmit in any::<bool>(),
+            iw in 1u32..12,
+        ) {
+            let config = TcpConfig {
+                sack,
+                timestamps,
+                limited_transmit,
+                initial_window: InitialWindow::Segments(iw),
+                ..TcpConfig::default()
+            };
+            let mut p = Pair::new(config, move |n, _| lost.contains(&n));
+            p.client.write(BYTES);
+            let mut delivered = 0;
+            let mut t = Time::ZERO;
+            while t < Time::from_secs(300) {
+                t += Duration::from_millis(20);
+                p.run(t);
+                let now_delivered = p.server.as_ref().map_or(0, |s| s.bytes_delivered());
+                prop_assert!(now_delivered >= delivered, "delivery went backwards");
+                prop_assert!(now_delivered <= BYTES, "more delivered than written");
+                delivered = now_delivered;
+                let s = p.client.stats();
+                prop_assert!(s.segments_retransmitted <= s.segments_sent);
+                prop_assert!(s.bytes_acked <= BYTES + 2, "acked beyond the stream (+SYN, FIN)");
+                prop_assert!(p.client.cc().window() > 0);
+                if delivered == BYTES && p.client.send_complete() {
+                    break;
+                }
+            }
+            prop_assert_eq!(delivered, BYTES, "liveness: everything arrives");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+        /// NewReno under any sequence of controller calls: cwnd never below one SMSS (after the
+        /// first event), ssthresh at least two, an empty pipe may always send.
+        #[test]
+        fn newreno_window_invariants_hold(
+            ops in proptest::collection::vec((0u8..6, 0u64..20_000, 0u64..200_000), 1..300),
+        ) {
+            use crate::cc::{AckInfo, CongestionController, CongestionSignal, NewReno, SendPermit};
+            const SMSS: u64 = 1460;
+            let mut cc = NewReno::new(SMSS);
+            let t = Time::ZERO;
+            for (op, bytes, flight) in ops {
+                let ack = AckInfo {
+                    newly_acked_bytes: bytes,
+                    bytes_in_flight: flight,
+                    rtt_sample: None,
+                    smss: SMSS,
+                };
+                match op {
+                    0 => cc.on_ack(t, &ack),
+                    1 => cc.on_congestion_event(t, CongestionSignal::DuplicateAcks, flight, SMSS),
+                    2 => cc.on_congestion_event(t, CongestionSignal::Timeout, flight, SMSS),
+                    3 => cc.on_recovery_dup_ack(t, SMSS),
+                    4 => cc.on_partial_ack(t, &ack),
+                    _ => cc.on_recovery_end(t, &ack),
+                }
+                prop_assert!(cc.window() >= SMSS, "cwnd {} below one SMSS", cc.window());
+                if let Some(ss) = cc.ssthresh().filter(|s| *s != u64::MAX) {
+                    prop_assert!(ss >= 2 * SMSS, "ssthresh {ss}");
+                }
+                prop_assert_eq!(cc.send_permit(t, 0, SMSS), SendPermit::Now);
+            }
+        }
+    }
+}
