@@ -63,12 +63,13 @@ impl CbrSource {
     /// A source sending `datagram_bytes`-byte datagrams (UDP payload, header included) at
     /// `rate_bytes_per_s`, from `start` until `stop`. A zero rate sends nothing.
     pub fn new(rate_bytes_per_s: f64, datagram_bytes: u32, start: Time, stop: Time) -> CbrSource {
-        let size = datagram_bytes.max(CbrHeader::LEN as u32);
+        let header = crate::convert::usize_u32_sat(CbrHeader::LEN);
+        let size = datagram_bytes.max(header);
         let interval = crate::time::transmission_time(u64::from(size), rate_bytes_per_s)
             .unwrap_or(Duration::MAX);
         CbrSource {
             interval,
-            payload_len: size - CbrHeader::LEN as u32,
+            payload_len: size - header,
             next_send: start,
             stop: if interval == Duration::MAX {
                 start
@@ -156,7 +157,7 @@ impl CbrSink {
 
     /// Mean one-way delay.
     pub fn mean_delay(&self) -> Option<Duration> {
-        (self.received > 0).then(|| self.delay_sum / self.received as u32)
+        (self.received > 0).then(|| self.delay_sum / crate::convert::u32_sat(self.received))
     }
 }
 

@@ -20,11 +20,21 @@
 //! - [`wire`]: shared helpers for checked wire parsing.
 
 #![deny(missing_docs)]
+// Core faces the network: no panics and no silent truncation outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation
+    )
+)]
 
 pub mod atp;
 pub mod cbr;
 pub mod cc;
 pub mod cm;
+mod convert;
 pub mod nai;
 pub mod rtt;
 pub mod spp;

@@ -47,7 +47,7 @@ impl Time {
             Time::ZERO
         } else {
             // `as` saturates for floats out of range.
-            Time((s * 1e9).round() as u64)
+            Time(crate::convert::f64_u64_sat((s * 1e9).round()))
         }
     }
 
@@ -87,9 +87,9 @@ pub fn transmission_time(bytes: u64, rate_bytes_per_s: f64) -> Option<Duration> 
     if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
         // Whole nanoseconds, rounded half up (cheaper than `f64::round` on a hot path);
         // `as` saturates for absurdly long transmissions.
-        Some(Duration::from_nanos(
-            (bytes as f64 * 1e9 / rate_bytes_per_s + 0.5) as u64,
-        ))
+        Some(Duration::from_nanos(crate::convert::f64_u64_sat(
+            bytes as f64 * 1e9 / rate_bytes_per_s + 0.5,
+        )))
     } else {
         None
     }

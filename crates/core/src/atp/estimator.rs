@@ -244,7 +244,7 @@ impl EstimatorClock {
         let pad = usize::from(self.probe_bytes).saturating_sub(repr.buffer_len());
         Some(crate::spp::SppDatagram {
             repr,
-            payload_len: pad as u32,
+            payload_len: crate::convert::usize_u32_sat(pad),
         })
     }
 

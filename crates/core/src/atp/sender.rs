@@ -267,7 +267,7 @@ impl AtpSender {
                 usize::from(self.config.spp.max_datagram_bytes).saturating_sub(repr.buffer_len());
             return Some(self.count(SppDatagram {
                 repr,
-                payload_len: pad as u32,
+                payload_len: crate::convert::usize_u32_sat(pad),
             }));
         }
         self.pacer.refill(now);

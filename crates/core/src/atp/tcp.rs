@@ -35,6 +35,8 @@ use std::collections::{BTreeMap, VecDeque};
 pub const SEG_VERSION: u8 = 1;
 /// Encoded length of a [`SegHeader`].
 pub const SEG_HEADER_LEN: usize = 21;
+/// [`SEG_HEADER_LEN`] as the `u32` segment sizes are counted in.
+const SEG_HEADER_LEN_U32: u32 = 21;
 
 /// What a segment carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,23 +213,23 @@ impl AtpTcpSender {
                 });
             }
         }
-        let seg = u64::from(self.config.segment_bytes.max(SEG_HEADER_LEN as u32 + 1));
+        let seg = u64::from(self.config.segment_bytes.max(SEG_HEADER_LEN_U32 + 1));
         if tcp_unacked_bytes + seg > self.config.max_unacked_bytes.max(seg) {
             return None;
         }
         let header = match self.cancels.pop_front() {
             Some(c) => c,
             None => {
-                let room = (seg - SEG_HEADER_LEN as u64).min(u64::from(u16::MAX)) as u32;
+                let room = u32::from(crate::convert::u16_sat(seg - u64::from(SEG_HEADER_LEN_U32)));
                 let c = self.nai.next_chunk_at(now, room, true)?;
                 self.segments
                     .push_back((self.written + seg, c.id, c.offset, u64::from(c.len)));
                 SegHeader {
                     kind: SegKind::Data,
                     msg_id: c.id.0,
-                    msg_len: c.msg_len.min(u64::from(u32::MAX)) as u32,
-                    offset: c.offset.min(u64::from(u32::MAX)) as u32,
-                    len: c.len as u16,
+                    msg_len: crate::convert::u32_sat(c.msg_len),
+                    offset: crate::convert::u32_sat(c.offset),
+                    len: crate::convert::u16_sat(u64::from(c.len)),
                     priority: c.priority.0,
                 }
             }
@@ -235,7 +237,7 @@ impl AtpTcpSender {
         self.written += seg;
         Some(FramedSegment {
             header,
-            bytes: seg as u32,
+            bytes: crate::convert::u32_sat(seg),
         })
     }
 
@@ -297,11 +299,11 @@ impl AtpTcpReceiver {
     /// Feeds in-order stream bytes (real payload). An error means the stream is corrupt and
     /// the connection should be reset.
     pub fn handle_bytes(&mut self, now: Time, data: &[u8]) -> Result<(), WireError> {
-        let seg = self.config.segment_bytes.max(SEG_HEADER_LEN as u32 + 1) as usize;
+        let seg = self.config.segment_bytes.max(SEG_HEADER_LEN_U32 + 1) as usize;
         self.buf.extend_from_slice(data);
         let mut used = 0;
-        while self.buf.len() - used >= seg {
-            let h = SegHeader::parse(&self.buf[used..used + seg])?;
+        while let Some(bytes) = self.buf.get(used..used + seg) {
+            let h = SegHeader::parse(bytes)?;
             used += seg;
             self.handle_header(now, &h)?;
         }

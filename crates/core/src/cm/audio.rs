@@ -111,7 +111,12 @@ impl LayeredAudioSender {
 
     /// The encoding in use, bit/s.
     pub fn encoding_bps(&self) -> u64 {
-        self.config.encodings_bps[self.encoding]
+        // `encoding` indexes `encodings_bps`, which is never empty (see `new`).
+        self.config
+            .encodings_bps
+            .get(self.encoding)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// Counters.
@@ -174,7 +179,9 @@ impl LayeredAudioSender {
         self.seq = self.seq.wrapping_add(1);
         self.stats.packets += 1;
         self.stats.bytes += p.bytes;
-        self.stats.packets_per_encoding[self.encoding] += 1;
+        if let Some(n) = self.stats.packets_per_encoding.get_mut(self.encoding) {
+            *n += 1;
+        }
         self.last_sent = Some(due);
         // Schedule from the nominal time so the long-run rate is exact.
         self.next_send = Some(due + self.interval());

@@ -181,7 +181,7 @@ impl Macroflow {
             .ceil()
             .max(1.0);
         // `as` saturates for huge waits.
-        Some(self.refilled_at + Duration::from_nanos(wait_ns as u64))
+        Some(self.refilled_at + Duration::from_nanos(crate::convert::f64_u64_sat(wait_ns)))
     }
 
     /// This macroflow's next deadline: a grant, an aging halving, or a request's latency.

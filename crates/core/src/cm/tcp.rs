@@ -388,7 +388,7 @@ impl CongestionController for CmController {
             .and_then(|cm| {
                 let q = cm.query(self.flow).ok()?;
                 let srtt = q.srtt?.as_secs_f64();
-                Some((q.rate_bytes_per_s? * srtt) as u64)
+                Some(crate::convert::f64_u64_sat(q.rate_bytes_per_s? * srtt))
             })
             .unwrap_or(0)
     }

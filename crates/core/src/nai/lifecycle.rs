@@ -37,11 +37,21 @@ impl Scheduler {
         })
     }
 
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "queue indices come from `add_queue` and queues are never removed; levels are \
+                  checked against `levels` <= MAX_LEVELS, the arrays' length, at submission"
+    )]
     pub(super) fn queue_weight(&self, q: usize) -> u64 {
         self.weight_of_level(self.queues[q].top_level())
     }
 
     /// Queue `q`'s share of the rate, as if a message at `extra_level` had joined it.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "queue indices come from `add_queue` and queues are never removed; levels are \
+                  checked against `levels` <= MAX_LEVELS, the arrays' length, at submission"
+    )]
     pub(super) fn queue_rate(&self, q: usize, extra_level: Option<u8>) -> f64 {
         let top = self.queues[q].top_level();
         let old = self.weight_of_level(top);
@@ -58,6 +68,11 @@ impl Scheduler {
         }
     }
 
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "queue indices come from `add_queue` and queues are never removed; levels are \
+                  checked against `levels` <= MAX_LEVELS, the arrays' length, at submission"
+    )]
     pub(super) fn admissible(
         &self,
         now: Time,
@@ -179,6 +194,11 @@ impl Scheduler {
     }
 
     /// Puts a message into the service order and timer index as its state requires.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "queue indices come from `add_queue` and queues are never removed; levels are \
+                  checked against `levels` <= MAX_LEVELS, the arrays' length, at submission"
+    )]
     pub(super) fn attach(&mut self, id: MessageId) {
         let Some(m) = self.messages.get_mut(&id) else {
             return;
@@ -210,6 +230,11 @@ impl Scheduler {
     }
 
     /// Takes a message out of the service order and timer index.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "queue indices come from `add_queue` and queues are never removed; levels are \
+                  checked against `levels` <= MAX_LEVELS, the arrays' length, at submission"
+    )]
     pub(super) fn detach(&mut self, id: MessageId) {
         let Some(m) = self.messages.get_mut(&id) else {
             return;

@@ -25,9 +25,9 @@ impl RangeSet {
         let i = self.ranges.partition_point(|&(_, e)| e < start);
         let mut j = i;
         let (mut s, mut e) = (start, end);
-        while j < self.ranges.len() && self.ranges[j].0 <= e {
-            s = s.min(self.ranges[j].0);
-            e = e.max(self.ranges[j].1);
+        while let Some(&(rs, re)) = self.ranges.get(j).filter(|r| r.0 <= e) {
+            s = s.min(rs);
+            e = e.max(re);
             j += 1;
         }
         self.ranges.splice(i..j, [(s, e)]);

@@ -78,7 +78,7 @@ impl Queue {
         self.level_count
             .iter()
             .position(|&n| n > 0)
-            .map(|l| l as u8)
+            .and_then(|l| u8::try_from(l).ok())
     }
 }
 
@@ -200,7 +200,9 @@ impl Scheduler {
             pass: self.vtime,
             ..Queue::default()
         });
-        Ok(QueueId((self.queues.len() - 1) as u32))
+        Ok(QueueId(crate::convert::usize_u32_sat(
+            self.queues.len() - 1,
+        )))
     }
 
     /// Number of queues.
@@ -410,7 +412,10 @@ impl Scheduler {
         self.fire_notifications();
         for q in 0..self.queues.len() {
             let rate = self.queue_rate(q, None);
-            for id in admission::undeliverable(&self.queues[q].order, rate, now) {
+            let Some(queue) = self.queues.get(q) else {
+                return;
+            };
+            for id in admission::undeliverable(&queue.order, rate, now) {
                 self.expire(now, id, true);
             }
         }
@@ -523,13 +528,15 @@ impl Scheduler {
             id,
             wire_seq,
             offset,
-            len: (end - offset) as u32,
+            len: crate::convert::u32_sat(end - offset),
             msg_len: m.size,
             priority: Priority(m.priority),
             retransmission,
         };
         self.attach(id);
-        self.queues[qi].pass += (end - offset) as f64 / weight.max(1) as f64;
+        if let Some(q) = self.queues.get_mut(qi) {
+            q.pass += (end - offset) as f64 / weight.max(1) as f64;
+        }
         Some(chunk)
     }
 

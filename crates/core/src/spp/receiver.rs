@@ -119,7 +119,7 @@ impl SppReceiver {
                             self.reports.push_back(ProbeReport {
                                 probe_id: id,
                                 gap_ns: crate::time::duration_nanos(now - first),
-                                bytes: size.min(u64::from(u32::MAX)) as u32,
+                                bytes: crate::convert::u32_sat(size),
                             });
                         }
                     }

@@ -127,7 +127,7 @@ impl SppSender {
         })
         .buffer_len();
         u32::from(self.config.max_datagram_bytes)
-            .saturating_sub(header as u32)
+            .saturating_sub(crate::convert::usize_u32_sat(header))
             .clamp(1, u32::from(u16::MAX))
     }
 
@@ -159,9 +159,9 @@ impl SppSender {
             msg_floor: self.msg_floor(),
             wire_seq: chunk.wire_seq,
             msg_id: chunk.id.0,
-            msg_len: chunk.msg_len.min(u64::from(u32::MAX)) as u32,
-            offset: chunk.offset.min(u64::from(u32::MAX)) as u32,
-            len: chunk.len.min(u32::from(u16::MAX)) as u16,
+            msg_len: crate::convert::u32_sat(chunk.msg_len),
+            offset: crate::convert::u32_sat(chunk.offset),
+            len: crate::convert::u16_sat(u64::from(chunk.len)),
             priority: chunk.priority.0,
         }
     }

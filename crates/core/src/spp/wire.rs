@@ -270,8 +270,10 @@ impl SppRepr {
                     return Err(WireError::Malformed("spp ack count"));
                 }
                 w.u8(T_ACK)?;
-                w.u8(a.ranges.len() as u8)?;
-                w.u8(a.verdicts.len() as u8)?;
+                let count =
+                    |n: usize| u8::try_from(n).map_err(|_| WireError::Malformed("spp ack count"));
+                w.u8(count(a.ranges.len())?)?;
+                w.u8(count(a.verdicts.len())?)?;
                 for &(s, e) in &a.ranges {
                     w.u64(s)?;
                     w.u64(e)?;

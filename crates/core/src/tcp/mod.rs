@@ -508,7 +508,7 @@ impl Connection {
                 ..Flags::default()
             },
             // RFC 7323 §2.2: the window in a SYN is never scaled.
-            window: self.config.recv_buffer.min(u64::from(u16::MAX)) as u16,
+            window: crate::convert::u16_sat(self.config.recv_buffer),
             mss: Some(self.config.mss),
             window_scale: offer_wscale.then(|| self.desired_wscale()),
             // A SYN-ACK offers only what the SYN offered (`*_ok` are set from the peer's SYN).
@@ -536,7 +536,7 @@ impl Connection {
 
     /// The header of a non-SYN segment; records Last.ACK.sent (RFC 7323 §4.3).
     fn header(&mut self, now: Time, seq_wire: u32) -> TcpRepr {
-        let window = (self.recv.window() >> self.our_wscale).min(u64::from(u16::MAX)) as u16;
+        let window = crate::convert::u16_sat(self.recv.window() >> self.our_wscale);
         self.last_ack_sent = self.recv.nxt();
         let mut sack = SackBlocks::EMPTY;
         if self.sack_ok {

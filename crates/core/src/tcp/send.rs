@@ -514,7 +514,7 @@ impl SendHalf {
         DataSegment {
             pos,
             // `len` is at most SMSS, which the config bounds to u16.
-            len: len as u32,
+            len: crate::convert::u32_sat(len),
             fin,
         }
     }

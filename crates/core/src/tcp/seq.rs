@@ -7,12 +7,20 @@
 //! for windows below 1 GiB.
 
 /// The wire sequence number of stream position `pos`.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "sequence numbers are positions modulo 2^32 (RFC 9293 §3.4): truncation is the point"
+)]
 pub fn to_wire(isn: u32, pos: u64) -> u32 {
     isn.wrapping_add(pos as u32)
 }
 
 /// The stream position of wire number `wire`, chosen nearest to `reference`.
 /// Positions before 0 map to 0.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "the reference is compared modulo 2^32, as the wire number is"
+)]
 pub fn from_wire(isn: u32, wire: u32, reference: u64) -> u64 {
     let rel = wire.wrapping_sub(isn);
     let delta = rel.wrapping_sub(reference as u32) as i32;

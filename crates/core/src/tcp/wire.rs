@@ -214,7 +214,11 @@ impl TcpRepr {
                 available: buf.len(),
             });
         }
-        let mut w = Writer::new(&mut buf[..len]);
+        let too_small = WireError::BufferTooSmall {
+            needed: len,
+            available: buf.len(),
+        };
+        let mut w = Writer::new(buf.get_mut(..len).ok_or(too_small)?);
         w.u16(self.src_port)?;
         w.u16(self.dst_port)?;
         w.u32(self.seq)?;

@@ -70,40 +70,41 @@ impl<'a> Reader<'a> {
 
     /// Takes the next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], WireError> {
-        if self.remaining() < n {
-            return Err(WireError::Truncated {
-                needed: n,
-                available: self.remaining(),
-            });
-        }
-        let out = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
+        let truncated = WireError::Truncated {
+            needed: n,
+            available: self.remaining(),
+        };
+        let end = self.pos.checked_add(n).ok_or(truncated)?;
+        let out = self.buf.get(self.pos..end).ok_or(truncated)?;
+        self.pos = end;
         Ok(out)
+    }
+
+    /// Takes the next `N` bytes as an array.
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.bytes(N)?);
+        Ok(a)
     }
 
     /// Takes the next byte.
     pub fn u8(&mut self) -> Result<u8, WireError> {
-        Ok(self.bytes(1)?[0])
+        Ok(u8::from_be_bytes(self.array()?))
     }
 
     /// Takes a big-endian u16.
     pub fn u16(&mut self) -> Result<u16, WireError> {
-        let b = self.bytes(2)?;
-        Ok(u16::from_be_bytes([b[0], b[1]]))
+        Ok(u16::from_be_bytes(self.array()?))
     }
 
     /// Takes a big-endian u32.
     pub fn u32(&mut self) -> Result<u32, WireError> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+        Ok(u32::from_be_bytes(self.array()?))
     }
 
     /// Takes a big-endian u64.
     pub fn u64(&mut self) -> Result<u64, WireError> {
-        let b = self.bytes(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(b);
-        Ok(u64::from_be_bytes(a))
+        Ok(u64::from_be_bytes(self.array()?))
     }
 }
 
@@ -127,15 +128,16 @@ impl<'a> Writer<'a> {
 
     /// Appends raw bytes.
     pub fn bytes(&mut self, data: &[u8]) -> Result<(), WireError> {
-        let available = self.buf.len() - self.pos;
-        if available < data.len() {
-            return Err(WireError::BufferTooSmall {
-                needed: self.pos + data.len(),
-                available: self.buf.len(),
-            });
-        }
-        self.buf[self.pos..self.pos + data.len()].copy_from_slice(data);
-        self.pos += data.len();
+        let too_small = WireError::BufferTooSmall {
+            needed: self.pos.saturating_add(data.len()),
+            available: self.buf.len(),
+        };
+        let end = self.pos.checked_add(data.len()).ok_or(too_small)?;
+        self.buf
+            .get_mut(self.pos..end)
+            .ok_or(too_small)?
+            .copy_from_slice(data);
+        self.pos = end;
         Ok(())
     }
 

@@ -474,7 +474,9 @@ impl CongestionManager {
             mf.advance(now);
             let pending = PendingRequest {
                 bytes: req.bytes,
-                min_bytes: req.min_bytes.min(mf.capacity() as u64),
+                min_bytes: req
+                    .min_bytes
+                    .min(crate::convert::f64_u64_sat(mf.capacity())),
                 deadline: req.latency.map(|l| now.saturating_add(l)),
             };
             mf.sched.request(flow, pending, max_pending, mtu);

@@ -192,8 +192,8 @@ impl CmPacket {
                 w.u32(r.last_probe.unwrap_or(0))?;
                 w.u32(r.ce_packets)?;
                 // n ≤ MAX_REPORTS fits in u16.
-                w.u16(n as u16)?;
-                for rep in &r.reports[..n] {
+                w.u16(u16::try_from(n).map_err(|_| WireError::Malformed("cm report count"))?)?;
+                for rep in r.reports.iter().take(n) {
                     w.u64(rep.key.0)?;
                     w.u64(rep.recd_bytes)?;
                     w.u32(rep.recd_packets)?;

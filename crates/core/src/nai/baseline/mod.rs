@@ -207,6 +207,11 @@ impl BaselineSender {
 
     /// Queues a message. There is no admission control (no bandwidth estimator); only the
     /// capacity bound rejects, with an [`Outcome::Rejected`] event as for ATP.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "one queue per level (`levels` of them, checked at submission) and connection \
+                  indices below `conns.len()` (checked on entry)"
+    )]
     pub fn submit(
         &mut self,
         now: Time,
@@ -268,6 +273,11 @@ impl BaselineSender {
     }
 
     /// The next record to write on connection `conn`, given its unacknowledged byte count.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "one queue per level (`levels` of them, checked at submission) and connection \
+                  indices below `conns.len()` (checked on entry)"
+    )]
     pub fn poll_write(
         &mut self,
         now: Time,
@@ -286,7 +296,7 @@ impl BaselineSender {
                 kind: RecordKind::Abort,
                 priority,
                 msg_id: id.0,
-                msg_len: size.min(u64::from(u32::MAX)) as u32,
+                msg_len: crate::convert::u32_sat(size),
                 chunk_len: 0,
             });
         }
@@ -316,8 +326,8 @@ impl BaselineSender {
             kind: RecordKind::Data,
             priority: m.priority,
             msg_id: id.0,
-            msg_len: m.size as u32,
-            chunk_len: chunk as u32,
+            msg_len: crate::convert::u32_sat(m.size),
+            chunk_len: crate::convert::u32_sat(chunk),
         };
         let done = written + chunk == m.size;
         let c = &mut self.conns[conn];
@@ -331,6 +341,11 @@ impl BaselineSender {
 
     /// The first queued message for `conn` that passes the half-timeout rule; earlier ones
     /// that fail it are discarded (§5.2).
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "one queue per level (`levels` of them, checked at submission) and connection \
+                  indices below `conns.len()` (checked on entry)"
+    )]
     fn next_message(&mut self, now: Time, conn: usize) -> Option<MessageId> {
         let q = usize::from(self.conns[conn].level.unwrap_or(0));
         while let Some(id) = self.queues[q].pop_front() {
@@ -385,6 +400,10 @@ impl BaselineSender {
         }
     }
 
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "a message's connection is set by `poll_write` to an index below `conns.len()`"
+    )]
     fn expire(&mut self, id: MessageId) {
         let Some(m) = self.msgs.get(&id) else {
             return;
