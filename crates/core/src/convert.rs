@@ -2,17 +2,17 @@
 //! into smaller wire fields or types: they saturate, and say so by their names.
 
 /// `v` as `u32`, saturating at `u32::MAX`.
-pub(crate) fn u32_sat(v: u64) -> u32 {
+pub fn u32_sat(v: u64) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
 /// `v` as `u16`, saturating at `u16::MAX`.
-pub(crate) fn u16_sat(v: u64) -> u16 {
+pub fn u16_sat(v: u64) -> u16 {
     u16::try_from(v).unwrap_or(u16::MAX)
 }
 
 /// `v` as `u32`, saturating at `u32::MAX`.
-pub(crate) fn usize_u32_sat(v: usize) -> u32 {
+pub fn usize_u32_sat(v: usize) -> u32 {
     u32::try_from(v).unwrap_or(u32::MAX)
 }
 
@@ -22,7 +22,7 @@ pub(crate) fn usize_u32_sat(v: usize) -> u32 {
     clippy::cast_sign_loss,
     reason = "float-to-integer `as` saturates (and maps NaN to 0): exactly the behaviour wanted"
 )]
-pub(crate) fn f64_u64_sat(v: f64) -> u64 {
+pub fn f64_u64_sat(v: f64) -> u64 {
     v as u64
 }
 

@@ -17,7 +17,7 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
-//! - [`wire`]: shared helpers for checked wire parsing.
+//! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
 // Core faces the network: no panics and no silent truncation outside tests.
@@ -34,7 +34,7 @@ pub mod atp;
 pub mod cbr;
 pub mod cc;
 pub mod cm;
-mod convert;
+pub mod convert;
 pub mod nai;
 pub mod rtt;
 pub mod spp;

@@ -14,6 +14,16 @@
 //! - [`validation`]: the checks of the simulator and NewReno against known results.
 
 #![deny(missing_docs)]
+// Scenario files, traces and packets come from outside: no panics and no silent truncation
+// outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::cast_possible_truncation
+    )
+)]
 
 pub mod agent;
 pub mod agents;

@@ -39,14 +39,18 @@ impl RttSummary {
         }
         let mut ms: Vec<f64> = samples.iter().map(|d| d.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
-        let pct = |p: f64| ms[((ms.len() - 1) as f64 * p).round() as usize];
+        let at = |i: usize| ms.get(i).copied().unwrap_or(0.0);
+        let pct = |p: f64| {
+            let i = adaptnet_core::convert::f64_u64_sat(((ms.len() - 1) as f64 * p).round());
+            at(usize::try_from(i).unwrap_or(usize::MAX))
+        };
         RttSummary {
             count: ms.len() as u64,
-            min_ms: ms[0],
+            min_ms: at(0),
             mean_ms: ms.iter().sum::<f64>() / ms.len() as f64,
             p50_ms: pct(0.5),
             p95_ms: pct(0.95),
-            max_ms: ms[ms.len() - 1],
+            max_ms: at(ms.len() - 1),
         }
     }
 }

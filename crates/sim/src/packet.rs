@@ -17,7 +17,10 @@ impl NodeId {
     /// The node's IPv4 address in captures: 10.0.0.0/8, numbered from 10.0.0.1.
     pub fn ipv4(self) -> [u8; 4] {
         let n = self.0.wrapping_add(1);
-        [10, (n >> 16) as u8, (n >> 8) as u8, n as u8]
+        {
+            let [_, a, b, c] = n.to_be_bytes();
+            [10, a, b, c]
+        }
     }
 }
 

@@ -60,10 +60,11 @@ impl PcapWriter {
         let offset = self.buf.len();
         let ns = at.as_nanos();
         self.buf
-            .extend_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+            .extend_from_slice(&adaptnet_core::convert::u32_sat(ns / 1_000_000_000).to_le_bytes());
         self.buf
             .extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
-        self.buf.extend_from_slice(&(captured as u32).to_le_bytes());
+        self.buf
+            .extend_from_slice(&adaptnet_core::convert::usize_u32_sat(captured).to_le_bytes());
         self.buf.extend_from_slice(&orig_len.to_le_bytes());
 
         let mut ip = [0u8; IPV4_HEADER_LEN as usize];
@@ -99,9 +100,9 @@ impl PcapWriter {
         let mut order: Vec<&(Time, usize, usize)> = self.index.iter().collect();
         order.sort_by_key(|&&(t, off, _)| (t, off));
         let mut out = Vec::with_capacity(self.buf.len());
-        out.extend_from_slice(&self.buf[..HEADER_LEN]);
+        out.extend_from_slice(self.buf.get(..HEADER_LEN).unwrap_or_default());
         for &&(_, off, len) in &order {
-            out.extend_from_slice(&self.buf[off..off + len]);
+            out.extend_from_slice(self.buf.get(off..off + len).unwrap_or_default());
         }
         out
     }
@@ -111,12 +112,16 @@ impl PcapWriter {
 fn ipv4_checksum(header: &[u8]) -> u16 {
     let mut sum: u32 = header
         .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .map(|c| match *c {
+            [a, b] => u32::from(u16::from_be_bytes([a, b])),
+            [a] => u32::from(u16::from_be_bytes([a, 0])),
+            _ => 0,
+        })
         .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    !adaptnet_core::convert::u16_sat(u64::from(sum))
 }
 
 #[cfg(test)]

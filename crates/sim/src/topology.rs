@@ -80,11 +80,14 @@ pub fn dumbbell(world: &mut World, spec: &DumbbellSpec) -> Result<Dumbbell, Worl
 /// Builds a chain `n0 — n1 — … — n{k}` with `hops[i]` (both directions) between `n{i}` and
 /// `n{i+1}`, named `hop{i}`.
 pub fn chain(world: &mut World, hops: &[LinkConfig]) -> Result<Vec<NodeId>, WorldError> {
-    let mut nodes = vec![world.add_node("n0")?];
+    let first = world.add_node("n0")?;
+    let mut nodes = vec![first];
+    let mut prev = first;
     for (i, cfg) in hops.iter().enumerate() {
         let next = world.add_node(&format!("n{}", i + 1))?;
-        world.add_link(&format!("hop{i}"), nodes[i], next, cfg.clone(), cfg.clone())?;
+        world.add_link(&format!("hop{i}"), prev, next, cfg.clone(), cfg.clone())?;
         nodes.push(next);
+        prev = next;
     }
     Ok(nodes)
 }

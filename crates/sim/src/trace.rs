@@ -115,9 +115,11 @@ impl MahimahiTrace {
     /// A trace of a constant rate: `rate_bytes_per_s` rounded to whole opportunities per
     /// second, spread evenly over a one-second period.
     pub fn constant(rate_bytes_per_s: f64) -> MahimahiTrace {
-        let per_s = (rate_bytes_per_s / MAHIMAHI_OPPORTUNITY_BYTES as f64)
-            .round()
-            .max(1.0) as u64;
+        let per_s = adaptnet_core::convert::f64_u64_sat(
+            (rate_bytes_per_s / MAHIMAHI_OPPORTUNITY_BYTES as f64)
+                .round()
+                .max(1.0),
+        );
         let opportunities_ms = (1..=per_s).map(|i| i * 1000 / per_s).collect();
         MahimahiTrace { opportunities_ms }
     }
@@ -192,7 +194,7 @@ impl PiecewiseTrace {
     /// The rate in force at `t_s` seconds.
     pub fn rate_at(&self, t_s: f64) -> f64 {
         let idx = self.steps.partition_point(|&(start, _)| start <= t_s);
-        self.steps[idx.saturating_sub(1)].1
+        self.steps.get(idx.saturating_sub(1)).map_or(0.0, |s| s.1)
     }
 }
 

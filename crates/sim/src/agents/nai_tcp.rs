@@ -142,7 +142,7 @@ impl NaiTcpAgent {
 fn port_pairs(local: Addr, remote: Addr, n: usize) -> Vec<(Addr, Addr)> {
     (0..n)
         .map(|i| {
-            let i = i as u16;
+            let i = u16::try_from(i).unwrap_or(u16::MAX);
             (
                 Addr {
                     node: local.node,
@@ -354,7 +354,12 @@ pub fn install(
         proto: Proto::Tcp,
         port,
         extra_ports: (1..n)
-            .map(|i| (Proto::Tcp, port.wrapping_add(i as u16)))
+            .map(|i| {
+                (
+                    Proto::Tcp,
+                    port.wrapping_add(u16::try_from(i).unwrap_or(u16::MAX)),
+                )
+            })
             .collect(),
         start,
         stop,

@@ -112,7 +112,9 @@ impl ConnSet {
                 self.config.clone(),
                 s.local.port,
                 s.remote.port,
-                isn.wrapping_add((i as u32).wrapping_mul(0x3c6e_f372)),
+                isn.wrapping_add(
+                    adaptnet_core::convert::usize_u32_sat(i).wrapping_mul(0x3c6e_f372),
+                ),
                 cc,
             ));
         }
@@ -150,7 +152,7 @@ impl ConnSet {
             .slots
             .iter()
             .position(|s| s.local.port == packet.dst.port && s.remote == packet.src)?;
-        let slot = &mut self.slots[i];
+        let slot = self.slots.get_mut(i)?;
         match slot.conn.as_mut() {
             Some(c) => c.handle_segment(now, &repr, packet.payload_len),
             None if repr.flags.syn && !repr.flags.ack => {
@@ -170,7 +172,9 @@ impl ConnSet {
         let n = self.slots.len();
         for k in 0..n {
             let i = (self.turn + k) % n;
-            let s = &mut self.slots[i];
+            let Some(s) = self.slots.get_mut(i) else {
+                continue;
+            };
             let Some(c) = s.conn.as_mut() else {
                 continue;
             };

@@ -84,7 +84,7 @@ fn piecewise_finish(trace: &PiecewiseTrace, start: Time, bytes: u64) -> Option<T
     let mut left = bytes as f64;
     let mut idx = steps.partition_point(|&(s, _)| s <= t).saturating_sub(1);
     loop {
-        let rate = steps[idx].1;
+        let rate = steps.get(idx).map_or(0.0, |s| s.1);
         let seg_end = steps.get(idx + 1).map_or(f64::INFINITY, |&(s, _)| s);
         if rate > 0.0 {
             let need = left / rate;
@@ -124,8 +124,11 @@ impl Opportunities {
     pub(crate) fn time(&self, k: u64) -> Time {
         let n = self.times_ns.len() as u64;
         let wrap = k / n;
-        // `k % n < n`, and n is the Vec's length.
-        let within = self.times_ns[(k % n) as usize];
+        let within = usize::try_from(k % n)
+            .ok()
+            .and_then(|i| self.times_ns.get(i))
+            .copied()
+            .unwrap_or(0);
         Time::from_nanos(wrap.saturating_mul(self.period_ns).saturating_add(within))
     }
 

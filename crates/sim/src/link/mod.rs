@@ -67,7 +67,9 @@ impl Outage {
 /// The outage in force at `t`, if any (`outages` sorted and non-overlapping).
 fn outage_at(outages: &[Outage], t: Time) -> Option<&Outage> {
     let idx = outages.partition_point(|o| o.start <= t);
-    outages[..idx].last().filter(|o| t < o.end())
+    idx.checked_sub(1)
+        .and_then(|i| outages.get(i))
+        .filter(|o| t < o.end())
 }
 
 /// A scheduled reordering burst: packets leaving the transmitter in
@@ -176,8 +178,9 @@ impl Tally {
         if idx == 0 {
             self.pruned
         } else {
-            let e = self.pending[idx - 1];
-            (e.1, e.2)
+            self.pending
+                .get(idx - 1)
+                .map_or(self.pruned, |e| (e.1, e.2))
         }
     }
 
@@ -321,8 +324,9 @@ impl<P: WireSize + Clone> Link<P> {
             return;
         }
         let idx = self.config.reorders.partition_point(|r| r.start <= t);
-        let extra = self.config.reorders[..idx]
-            .last()
+        let extra = idx
+            .checked_sub(1)
+            .and_then(|i| self.config.reorders.get(i))
             .filter(|r| t < r.start + r.duration)
             .map(|r| r.extra_delay);
         let arrival = t + self.config.delay + extra.unwrap_or(Duration::ZERO);

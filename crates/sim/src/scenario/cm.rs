@@ -114,7 +114,9 @@ pub(super) fn cm_audio_flow(
                         format!("must be at most 1e7 kbit/s, got {k}"),
                     ));
                 }
-                encodings_bps.push((k * 1e3).round().max(1.0) as u64);
+                encodings_bps.push(adaptnet_core::convert::f64_u64_sat(
+                    (k * 1e3).round().max(1.0),
+                ));
             }
         }
     }

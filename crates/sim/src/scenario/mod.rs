@@ -350,6 +350,10 @@ impl Scenario {
             port: RECEIVER_PORT_BASE + offset,
         };
         // Initial sequence numbers come from the seed, like a real stack's random ISNs.
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "an initial sequence number is any 32 bits of the derived seed"
+        )]
         let isn = world.derive_seed(0x4953_4e00 + index as u64) as u32;
         type Agents = (
             Box<dyn crate::agent::Agent>,

@@ -128,7 +128,7 @@ fn topology(ctx: &Ctx, spec: &TopologySpec) -> Result<TopologyDef, ScenarioError
         }
         TopologySpec::Custom { nodes, links } => {
             for (i, n) in nodes.iter().enumerate() {
-                if nodes[..i].contains(n) {
+                if nodes.iter().take(i).any(|m| m == n) {
                     return Err(ctx.invalid(
                         format!("topology.nodes[{i}]"),
                         format!("{n:?} is listed twice"),
@@ -292,7 +292,7 @@ pub(super) fn link_config(
     outages.sort_by_key(|o| o.start);
     if outages
         .windows(2)
-        .any(|w| w[0].start + w[0].duration > w[1].start)
+        .any(|w| matches!(w, [a, b] if a.start + a.duration > b.start))
     {
         return Err(ctx.invalid(format!("{field}.outages"), "outages overlap"));
     }
@@ -311,7 +311,7 @@ pub(super) fn link_config(
     reorders.sort_by_key(|r| r.start);
     if reorders
         .windows(2)
-        .any(|w| w[0].start + w[0].duration > w[1].start)
+        .any(|w| matches!(w, [a, b] if a.start + a.duration > b.start))
     {
         return Err(ctx.invalid(format!("{field}.reorder"), "reordering bursts overlap"));
     }

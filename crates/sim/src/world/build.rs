@@ -3,6 +3,11 @@
 use super::events::Event;
 use super::*;
 
+#[allow(
+    clippy::indexing_slicing,
+    reason = "node, link, agent and flow ids are indices the world issued into its own vectors, \
+              which only grow"
+)]
 impl World {
     /// An empty world.
     pub fn new(seed: u64) -> World {
@@ -66,7 +71,9 @@ impl World {
             rx_bytes: 0,
         });
         self.routes_ready = false;
-        Ok(NodeId(self.nodes.len() as u32 - 1))
+        Ok(NodeId(adaptnet_core::convert::usize_u32_sat(
+            self.nodes.len() - 1,
+        )))
     }
 
     /// The node with this name.
@@ -74,7 +81,7 @@ impl World {
         self.nodes
             .iter()
             .position(|n| n.name == name)
-            .map(|i| NodeId(i as u32))
+            .map(|i| NodeId(adaptnet_core::convert::usize_u32_sat(i)))
     }
 
     /// A node's name.
@@ -104,7 +111,7 @@ impl World {
     }
 
     fn add_direction(&mut self, duplex: &str, from: NodeId, to: NodeId, cfg: LinkConfig) -> LinkId {
-        let id = LinkId(self.links.len() as u32);
+        let id = LinkId(adaptnet_core::convert::usize_u32_sat(self.links.len()));
         let seed = self.derive_seed(0x4c49_4e4b_0000_0000 | u64::from(id.0));
         let name = format!("{duplex}:{}->{}", self.node_name(from), self.node_name(to));
         self.links.push(LinkSlot {
@@ -125,7 +132,7 @@ impl World {
         self.links
             .iter()
             .position(|l| l.name == name)
-            .map(|i| LinkId(i as u32))
+            .map(|i| LinkId(adaptnet_core::convert::usize_u32_sat(i)))
     }
 
     /// A link direction.
@@ -162,7 +169,7 @@ impl World {
         port: u16,
         agent: Box<dyn Agent>,
     ) -> Result<AgentId, WorldError> {
-        let id = AgentId(self.agents.len() as u32);
+        let id = AgentId(adaptnet_core::convert::usize_u32_sat(self.agents.len()));
         let n = &mut self.nodes[node.0 as usize];
         if n.ports.iter().any(|(k, _)| *k == (proto, port)) {
             return Err(WorldError::PortInUse {
@@ -219,7 +226,7 @@ impl World {
     /// Registers a flow: schedules its agents' start and the sender's stop, and tags their
     /// packets for per-flow accounting.
     pub fn add_flow(&mut self, spec: FlowSpec) -> FlowId {
-        let id = self.flows.len() as u32;
+        let id = adaptnet_core::convert::usize_u32_sat(self.flows.len());
         self.agents[spec.sender.0 as usize].flow = Some((id, false));
         self.agents[spec.receiver.0 as usize].flow = Some((id, true));
         self.push(spec.start, Event::Start(spec.receiver.0));

@@ -2,6 +2,11 @@
 
 use super::*;
 
+#[allow(
+    clippy::indexing_slicing,
+    reason = "node, link, agent and flow ids are indices the world issued into its own vectors, \
+              which only grow"
+)]
 impl World {
     /// Packets sent to a node with no route, and packets for an unbound port.
     pub fn undeliverable(&self) -> (u64, u64) {

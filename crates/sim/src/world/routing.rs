@@ -2,6 +2,11 @@
 
 use super::*;
 
+#[allow(
+    clippy::indexing_slicing,
+    reason = "node, link, agent and flow ids are indices the world issued into its own vectors, \
+              which only grow"
+)]
 impl World {
     /// Checks that every flow's endpoints can reach each other.
     pub fn check_routes(&mut self) -> Result<(), WorldError> {

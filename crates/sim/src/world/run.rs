@@ -3,6 +3,11 @@
 use super::events::Event;
 use super::*;
 
+#[allow(
+    clippy::indexing_slicing,
+    reason = "node, link, agent and flow ids are indices the world issued into its own vectors, \
+              which only grow"
+)]
 impl World {
     /// Runs until virtual time `end`, calling `progress` about every simulated second.
     pub fn run_until(&mut self, end: Time, progress: &mut dyn FnMut(Time)) {
@@ -47,7 +52,7 @@ impl World {
         // Losses and captured departures up to the end that no later event would report.
         for l in 0..self.links.len() {
             self.links[l].link.handle_timeout(self.now);
-            self.drain_link(l as u32);
+            self.drain_link(adaptnet_core::convert::usize_u32_sat(l));
         }
         self.settle();
         progress(self.now);

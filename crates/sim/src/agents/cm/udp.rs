@@ -44,7 +44,7 @@ impl CmUdpSender {
             host,
             local,
             remote,
-            packet_bytes: packet_bytes.max(CbrHeader::LEN as u32),
+            packet_bytes: packet_bytes.max(adaptnet_core::convert::usize_u32_sat(CbrHeader::LEN)),
             options,
             remaining: bytes.unwrap_or(UNLIMITED_BYTES),
             flow: None,
