@@ -47,6 +47,26 @@ pub struct EstimatorConfig {
     pub mtu_bytes: u32,
     /// `polldelay`, in seconds (§4.4 uses 1 and 3).
     pub poll_delay_s: u32,
+    /// Figure 3 as printed, or with `available` bounded by what was seen deliverable.
+    pub mode: EstimatorMode,
+    /// How many ticks of measured usage the bound remembers (with [`EstimatorMode::Bounded`]).
+    pub peak_window_ticks: usize,
+}
+
+/// Which estimator runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum EstimatorMode {
+    /// Figure 3 as printed (for the paper's reproductions). Under a light load its stale
+    /// branch grows `available` by PROBE_SIZE every `polldelay` seconds without limit: with a
+    /// 10 kB/s application on a 100 kB/s link the advertised estimate passes the link's rate
+    /// after a few minutes and keeps climbing.
+    Paper,
+    /// The default: Figure 3, with `available` at most one PROBE_SIZE above the highest rate
+    /// observed deliverable — the last packet-pair measurement or the largest one-tick usage
+    /// within `peak_window_ticks`. Probing above what was seen still happens, one step at a
+    /// time, but an idle application no longer advertises bandwidth nobody has seen.
+    #[default]
+    Bounded,
 }
 
 impl Default for EstimatorConfig {
@@ -58,6 +78,8 @@ impl Default for EstimatorConfig {
             send_queue_capacity_packets: 50,
             mtu_bytes: 1500,
             poll_delay_s: 1,
+            mode: EstimatorMode::Bounded,
+            peak_window_ticks: 60,
         }
     }
 }
@@ -95,6 +117,10 @@ pub struct BandwidthEstimator {
     staleness: u32,
     estimate: Estimate,
     branch: Branch,
+    /// The last packet-pair measurement, bytes/s.
+    packet_pair: f64,
+    /// Raw per-tick usage over the last `peak_window_ticks` ticks.
+    recent_used: VecDeque<f64>,
 }
 
 impl BandwidthEstimator {
@@ -107,6 +133,8 @@ impl BandwidthEstimator {
             staleness: 0,
             estimate: Estimate::default(),
             branch: Branch::Initial,
+            packet_pair: 0.0,
+            recent_used: VecDeque::new(),
         }
     }
 
@@ -150,6 +178,22 @@ impl BandwidthEstimator {
             self.staleness = 0;
             (used, used + probe_size, Branch::Steady)
         };
+        self.recent_used.push_back(raw);
+        while self.recent_used.len() > self.config.peak_window_ticks.max(1) {
+            self.recent_used.pop_front();
+        }
+        let available = match self.config.mode {
+            EstimatorMode::Paper => available,
+            EstimatorMode::Bounded => {
+                let seen = self
+                    .recent_used
+                    .iter()
+                    .copied()
+                    .fold(self.packet_pair, f64::max)
+                    .max(curbw);
+                available.min(seen + probe_size.max(mtu))
+            }
+        };
         self.curbw = curbw;
         self.branch = branch;
         self.estimate = Estimate {
@@ -167,6 +211,7 @@ impl BandwidthEstimator {
             0.0
         };
         self.curbw = rate;
+        self.packet_pair = rate;
         self.staleness = 0;
         self.branch = Branch::PacketPair;
         self.estimate = Estimate {
@@ -421,5 +466,43 @@ mod tests {
         // Usage rising by more than a datagram resets staleness.
         e.on_tick(20_000, 0);
         assert_eq!((e.branch(), e.staleness()), (Branch::Steady, 0));
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    fn light_load(mode: EstimatorMode) -> f64 {
+        let mut e = BandwidthEstimator::new(EstimatorConfig {
+            mode,
+            ..EstimatorConfig::default()
+        });
+        e.on_packet_pair(100_000.0);
+        let mut out = Estimate::default();
+        // Ten minutes of a 10 kB/s application on a 100 kB/s link.
+        for _ in 0..600 {
+            out = e.on_tick(10_000, 0);
+        }
+        out.available_bytes_per_s
+    }
+
+    /// Regression: under a light load `available` climbed without bound (6.5x a trace's
+    /// maximum was observed); the default bounds it by what was seen deliverable.
+    #[test]
+    fn test_light_load_does_not_run_away_upward() {
+        let paper = light_load(EstimatorMode::Paper);
+        assert!(
+            paper > 1_000_000.0,
+            "Figure 3 as printed runs away: {paper}"
+        );
+        let bounded = light_load(EstimatorMode::Bounded);
+        // The packet pair saw 100 kB/s: at most one probe step (half the 10 kB/s estimate,
+        // at least one MTU) above it.
+        assert!(bounded <= 100_000.0 + 5_000.0 + 1.0, "{bounded}");
+        assert!(
+            bounded >= 100_000.0,
+            "still advertises what was measured: {bounded}"
+        );
     }
 }

@@ -16,7 +16,7 @@ pub mod tcp;
 #[cfg(test)]
 mod tests;
 
-pub use estimator::{BandwidthEstimator, Estimate, EstimatorClock, EstimatorConfig};
+pub use estimator::{BandwidthEstimator, Estimate, EstimatorClock, EstimatorConfig, EstimatorMode};
 pub use sender::AtpSender;
 
 /// The ATP receiver is the SPP receiver: it reassembles and delivers messages.

@@ -15,6 +15,7 @@ use super::params::{KB, TestbedParams, positive};
 use crate::ExpError;
 use adaptnet_core::Time;
 use adaptnet_core::atp::AtpConfig;
+use adaptnet_core::atp::EstimatorMode;
 use adaptnet_core::nai::NaiConfig;
 use adaptnet_core::nai::baseline::BaselineKind;
 use adaptnet_sim::agents::atp::{self, AtpAgent, RateFeed};
@@ -122,6 +123,9 @@ pub fn atp_config(levels: u8, poll_delay_s: u32) -> AtpConfig {
         ..AtpConfig::default()
     };
     c.estimator.poll_delay_s = poll_delay_s;
+    // The reproductions run the paper's estimator (Figure 3 as printed), not the library's
+    // bounded default.
+    c.estimator.mode = EstimatorMode::Paper;
     c
 }
 
