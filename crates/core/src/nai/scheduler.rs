@@ -243,6 +243,12 @@ impl Scheduler {
         let key = (opts.priority.0, deadline.unwrap_or(Time::MAX), seq);
         let verdict = if self.messages.len() >= self.config.max_messages {
             Err(RejectReason::Capacity)
+        } else if !self.rate_known {
+            // No estimate yet (a transport measures with a packet pair first): admission
+            // control has nothing to plan with, so the message is held, not refused. The first
+            // `set_rate` checks it like every scheduled message, and one that cannot make its
+            // deadline then expires early (§3.3).
+            Ok(())
         } else {
             self.admissible(now, q, key, size_bytes)
         };

@@ -600,3 +600,27 @@ fn test_messages_beyond_u32_lengths_are_refused() {
         Err(NaiError::TooLarge { .. })
     ));
 }
+
+/// Regression: before the first estimate, a message with a timer submitted right after
+/// connecting was rejected. It is held, and checked at the first estimate.
+#[test]
+fn test_timer_message_before_first_estimate_is_held_then_checked() {
+    let mut s = Scheduler::new(NaiConfig::default());
+    let t = Time::ZERO;
+    let ok = s
+        .submit(t, Q0, 1000, opts(Priority::HIGH, Some(1000)))
+        .expect("held, not rejected");
+    let late = s
+        .submit(t, Q0, 1_000_000, opts(Priority::HIGH, Some(1000)))
+        .expect("held, not rejected");
+    assert!(events(&mut s).is_empty());
+    // The first estimate: 10 kB/s. The 1 MB message cannot make its 1 s deadline.
+    s.set_rate(Time::from_millis(20), 10_000.0);
+    let ev = events(&mut s);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, NaiEvent::TimerExpired { id, early: true, .. } if *id == late)),
+        "{ev:?}"
+    );
+    assert_eq!(s.state(ok), Ok(MessageState::Scheduled));
+}
