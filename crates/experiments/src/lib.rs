@@ -116,6 +116,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(nai::bulk::Bulk),
         Box::new(nai::table1::Table1),
         Box::new(nai::table2::Table2),
+        Box::new(nai::estimators::Estimators),
     ];
     v.extend(cm::all());
     v

@@ -7,6 +7,7 @@
 //! run of any implementation), then the experiments.
 
 pub mod bulk;
+pub mod estimators;
 pub mod net;
 pub mod params;
 pub mod table1;

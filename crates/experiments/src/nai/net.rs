@@ -69,8 +69,10 @@ impl Testbed {
 /// The NAI implementations compared (§5.2), plus ATP over TCP and the oracle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Implementation {
-    /// ATP over SPP with its estimator (the paper's ATP).
+    /// ATP over SPP with its estimator (the paper's ATP: Figure 3 as printed).
     Atp,
+    /// ATP over SPP with the library's default estimator (`EstimatorMode::Bounded`).
+    AtpDefault,
     /// ATP over one TCP connection with its estimator.
     AtpTcp,
     /// ATP over SPP fed the true link rate.
@@ -86,6 +88,7 @@ impl Implementation {
     pub fn label(self) -> String {
         match self {
             Implementation::Atp => "ATP".into(),
+            Implementation::AtpDefault => "ATP-default".into(),
             Implementation::AtpTcp => "ATP/TCP".into(),
             Implementation::Oracle => "oracle".into(),
             Implementation::NaiTcp => "NAI-TCP".into(),
@@ -177,6 +180,17 @@ impl Run {
                 start,
                 stop,
             ),
+            Implementation::AtpDefault => {
+                let atp = AtpConfig {
+                    estimator: adaptnet_core::atp::EstimatorConfig {
+                        mode: EstimatorMode::Bounded,
+                        ..atp.estimator.clone()
+                    },
+                    ..atp
+                };
+                let feed = RateFeed::Estimated;
+                atp::install(&mut world, &name, atp, feed, s, r, PORT, app, start, stop)
+            }
             Implementation::Oracle => {
                 atp::install(&mut world, &name, atp, oracle, s, r, PORT, app, start, stop)
             }
