@@ -64,7 +64,14 @@ pub enum EstimatorMode {
     /// The default: Figure 3, with `available` at most one PROBE_SIZE above the highest rate
     /// observed deliverable — the last packet-pair measurement or the largest one-tick usage
     /// within `peak_window_ticks`. Probing above what was seen still happens, one step at a
-    /// time, but an idle application no longer advertises bandwidth nobody has seen.
+    /// time, but an idle application no longer advertises bandwidth nobody has seen. And
+    /// while `available` is below half of that rate (after an outage, or a collapse), the
+    /// sender measures the path again with a packet pair every tick
+    /// ([`BandwidthEstimator::wants_packet_pair`]) instead of regrowing by PROBE_SIZE per
+    /// second: a packet pair measures the bottleneck's capacity in one round trip (Keshav,
+    /// "A control-theoretic approach to flow control", SIGCOMM 1991; Dovrolis, Ramanathan and
+    /// Moore, "What do packet dispersion techniques measure?", INFOCOM 2001), at the cost of
+    /// two small datagrams per tick.
     #[default]
     Bounded,
 }
@@ -219,6 +226,21 @@ impl BandwidthEstimator {
             available_bytes_per_s: rate,
         };
         self.estimate
+    }
+
+    /// Whether the sender should measure the path with a packet pair now: with
+    /// [`EstimatorMode::Bounded`], while `available` is below half of the highest rate seen
+    /// deliverable within the window (the estimate collapsed, e.g. during or after an outage).
+    pub fn wants_packet_pair(&self) -> bool {
+        if self.config.mode != EstimatorMode::Bounded {
+            return false;
+        }
+        let seen = self
+            .recent_used
+            .iter()
+            .copied()
+            .fold(self.packet_pair, f64::max);
+        seen > 0.0 && self.estimate.available_bytes_per_s < 0.5 * seen
     }
 
     /// The latest estimate.
@@ -504,5 +526,44 @@ mod bound_tests {
             bounded >= 100_000.0,
             "still advertises what was measured: {bounded}"
         );
+    }
+}
+
+#[cfg(test)]
+mod recovery_tests {
+    use super::*;
+
+    /// After an outage the bounded estimator asks for a packet pair (and the pair restores the
+    /// estimate at once); the paper's never does and regrows step by step.
+    #[test]
+    fn test_collapse_asks_for_a_packet_pair_and_the_pair_restores_the_estimate() {
+        for mode in [EstimatorMode::Paper, EstimatorMode::Bounded] {
+            let mut e = BandwidthEstimator::new(EstimatorConfig {
+                mode,
+                ..EstimatorConfig::default()
+            });
+            e.on_packet_pair(100_000.0);
+            for _ in 0..10 {
+                e.on_tick(100_000, 0);
+            }
+            assert!(!e.wants_packet_pair(), "{mode:?}: estimate healthy");
+            // A ten-second outage: nothing gets through, the interface queue backs up.
+            for _ in 0..10 {
+                e.on_tick(0, 40);
+            }
+            assert_eq!(
+                e.wants_packet_pair(),
+                mode == EstimatorMode::Bounded,
+                "{mode:?}"
+            );
+        }
+        let mut e = BandwidthEstimator::new(EstimatorConfig::default());
+        e.on_packet_pair(100_000.0);
+        for _ in 0..10 {
+            e.on_tick(0, 40);
+        }
+        let restored = e.on_packet_pair(95_000.0);
+        assert_eq!(restored.available_bytes_per_s, 95_000.0);
+        assert!(!e.wants_packet_pair());
     }
 }

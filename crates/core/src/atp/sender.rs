@@ -241,7 +241,7 @@ impl AtpSender {
         };
         let e = self.estimator.on_tick(used, self.queue_len_packets);
         self.apply_rate(now, e.available_bytes_per_s);
-        if e.available_bytes_per_s <= 0.0 {
+        if e.available_bytes_per_s <= 0.0 || self.estimator.wants_packet_pair() {
             self.start_packet_pair();
         }
     }
