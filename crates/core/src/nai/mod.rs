@@ -4,7 +4,8 @@
 //! NAI-TCP and NAI-MTCPk (§5.2), are in [`baseline`]: they share the message types but not the
 //! scheduler (no estimator, no admission control).
 //!
-//! Read in this order: [`message`] (ids, options, outcomes, events), `admission.rs` (the
+//! Read in this order: [`message`] (ids, options, outcomes, events), [`app`] (applications, the
+//! port they use and the ledger of outcomes, shared by both engines), `admission.rs` (the
 //! deliverability test behind admission control and early expiry), [`Scheduler`].
 //!
 //! What the application gets (§3.1–§3.3):
@@ -29,6 +30,7 @@
 //! return after `submit`.
 
 mod admission;
+pub mod app;
 pub mod baseline;
 pub mod message;
 mod notify;

@@ -5,7 +5,11 @@ pub mod atp;
 pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;
-pub mod nai_app;
+/// The application side of NAI lives in core, shared by both engines; re-exported here for
+/// the simulator's users.
+pub mod nai_app {
+    pub use adaptnet_core::nai::app::*;
+}
 mod nai_flow;
 pub mod nai_tcp;
 pub mod stream;

@@ -7,7 +7,7 @@
 //! `i` (headers carried beside the stream by [`StreamTags`]), the receiver's 1-byte
 //! acknowledgements come back as bytes read from the same connection.
 
-use super::nai_app::{AppHost, Ledger, NaiApp, NaiPort};
+use super::nai_app::{AppHost, Ledger, NaiApp};
 use super::nai_flow::{DeliveryLog, NaiFlow};
 use super::stream::{ConnSet, StreamTags};
 use crate::agent::Agent;
@@ -16,32 +16,8 @@ use crate::world::{AgentId, World, WorldError};
 use adaptnet_core::Time;
 use adaptnet_core::nai::baseline::record::{RECORD_HEADER_LEN, RecordHeader, RecordReceiver};
 use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind, BaselineSender};
-use adaptnet_core::nai::{MessageId, NaiError, NotificationId, SendOptions};
 use adaptnet_core::spp::Delivery;
 use adaptnet_core::tcp::TcpConfig;
-
-impl NaiPort for BaselineSender {
-    fn submit(
-        &mut self,
-        now: Time,
-        size_bytes: u64,
-        opts: SendOptions,
-    ) -> Result<MessageId, NaiError> {
-        BaselineSender::submit(self, now, size_bytes, opts)
-    }
-
-    fn register_bandwidth_range(&mut self, _low: f64, _high: f64) -> Option<NotificationId> {
-        None
-    }
-
-    fn bandwidth_estimate(&self) -> Option<f64> {
-        None
-    }
-
-    fn live_messages(&self) -> usize {
-        BaselineSender::live_messages(self)
-    }
-}
 
 /// The sending side of NAI-TCP / NAI-MTCPk, hosting an application.
 pub struct NaiTcpAgent {

@@ -6,8 +6,8 @@
 //! implementation. The agent records each submission and each [`Outcome`] in a [`Ledger`]
 //! before the application sees the event; experiments read the ledger afterwards.
 
-use adaptnet_core::Time;
-use adaptnet_core::nai::{
+use crate::Time;
+use crate::nai::{
     DeadlineMargin, MessageId, NaiError, NaiEvent, NotificationId, OnExpiry, Outcome, Priority,
     QueueId, Scheduler, SendOptions,
 };
@@ -59,6 +59,30 @@ impl NaiPort for Scheduler {
 
     fn live_messages(&self) -> usize {
         Scheduler::live_messages(self)
+    }
+}
+
+/// The paper's TCP baselines offer the same port; they have no estimator.
+impl NaiPort for crate::nai::baseline::BaselineSender {
+    fn submit(
+        &mut self,
+        now: Time,
+        size_bytes: u64,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        crate::nai::baseline::BaselineSender::submit(self, now, size_bytes, opts)
+    }
+
+    fn register_bandwidth_range(&mut self, _low: f64, _high: f64) -> Option<NotificationId> {
+        None
+    }
+
+    fn bandwidth_estimate(&self) -> Option<f64> {
+        None
+    }
+
+    fn live_messages(&self) -> usize {
+        crate::nai::baseline::BaselineSender::live_messages(self)
     }
 }
 
