@@ -11,6 +11,8 @@
 //! outside (an oracle that knows the true link rate).
 
 pub mod estimator;
+#[cfg(test)]
+mod payload_tests;
 mod sender;
 pub mod tcp;
 #[cfg(test)]
@@ -47,6 +49,9 @@ pub struct AtpConfig {
     pub estimator: EstimatorConfig,
     /// Pacing burst allowance, in bytes (the token bucket's depth).
     pub pacing_burst_bytes: u32,
+    /// Most bytes of messages submitted with their data
+    /// ([`AtpSender::submit_bytes`]) held at once.
+    pub max_buffered_bytes: u64,
 }
 
 impl Default for AtpConfig {
@@ -56,6 +61,7 @@ impl Default for AtpConfig {
             spp: SppConfig::default(),
             estimator: EstimatorConfig::default(),
             pacing_burst_bytes: 2 * 1472,
+            max_buffered_bytes: 64 << 20,
         }
     }
 }

@@ -2,10 +2,11 @@
 
 use super::estimator::{BandwidthEstimator, Estimate};
 use super::{AtpConfig, RateSource};
-use crate::nai::{NaiEvent, Scheduler};
+use crate::nai::{MessageId, NaiError, NaiEvent, QueueId, Scheduler, SendOptions};
 use crate::spp::wire::{DataHeader, ProbeHeader};
 use crate::spp::{SppDatagram, SppRepr, SppSender, SppStats};
 use crate::time::Time;
+use std::collections::BTreeMap;
 
 /// A token bucket that may go into debt by one datagram: send while tokens >= 0.
 #[derive(Clone, Debug)]
@@ -79,6 +80,10 @@ pub struct AtpSender {
     probe_id: u32,
     probes_due: u8,
     packet_pairs: u64,
+    /// The bytes of live messages submitted with [`AtpSender::submit_bytes`], until their
+    /// outcome is polled.
+    payloads: BTreeMap<MessageId, Vec<u8>>,
+    buffered_bytes: u64,
 }
 
 impl AtpSender {
@@ -111,11 +116,56 @@ impl AtpSender {
             probe_id: 0,
             probes_due: 0,
             packet_pairs: 0,
+            payloads: BTreeMap::new(),
+            buffered_bytes: 0,
         };
         if source == RateSource::Estimated {
             s.start_packet_pair();
         }
         s
+    }
+
+    /// Submits a message that carries its bytes (the real engine): like
+    /// [`Scheduler::submit`] with `data.len()` as the size, and the bytes are kept until the
+    /// message's outcome is polled, so [`AtpSender::payload`] can fill every DATA piece,
+    /// retransmissions included. At most [`AtpConfig::max_buffered_bytes`] are held; beyond,
+    /// the call fails with [`NaiError::BufferFull`] and nothing is allocated.
+    pub fn submit_bytes(
+        &mut self,
+        now: Time,
+        queue: QueueId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        let len = data.len() as u64;
+        let max = self.config.max_buffered_bytes;
+        if self.buffered_bytes.saturating_add(len) > max {
+            return Err(NaiError::BufferFull {
+                bytes: len,
+                buffered: self.buffered_bytes,
+                max,
+            });
+        }
+        let id = self.nai.submit(now, queue, len, opts)?;
+        self.buffered_bytes += len;
+        self.payloads.insert(id, data);
+        Ok(id)
+    }
+
+    /// The bytes of the DATA piece `header` describes, for a message submitted with
+    /// [`AtpSender::submit_bytes`]; call it right after `poll_transmit` returned the piece.
+    /// `None` for a message submitted by size only.
+    pub fn payload(&self, header: &DataHeader) -> Option<&[u8]> {
+        let start = usize::try_from(header.offset).ok()?;
+        let end = start.checked_add(usize::from(header.len))?;
+        self.payloads
+            .get(&MessageId(header.msg_id))?
+            .get(start..end)
+    }
+
+    /// Bytes held for messages submitted with [`AtpSender::submit_bytes`].
+    pub fn buffered_bytes(&self) -> u64 {
+        self.buffered_bytes
     }
 
     /// The NAI scheduler (queries).
@@ -327,8 +377,15 @@ impl AtpSender {
         self.spp.handle_timeout(now, &mut self.nai);
     }
 
-    /// The next application event.
+    /// The next application event. A message's bytes are released when its outcome passes
+    /// here.
     pub fn poll_event(&mut self) -> Option<NaiEvent> {
-        self.nai.poll_event()
+        let ev = self.nai.poll_event()?;
+        if let NaiEvent::Outcome { id, .. } = ev
+            && let Some(data) = self.payloads.remove(&id)
+        {
+            self.buffered_bytes = self.buffered_bytes.saturating_sub(data.len() as u64);
+        }
+        Some(ev)
     }
 }

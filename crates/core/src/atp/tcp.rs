@@ -348,6 +348,8 @@ impl AtpTcpReceiver {
                         size_bytes: p.len,
                         priority: Priority(p.priority),
                         at: now,
+                        // Sizes only: this transport does not carry message bytes yet.
+                        data: None,
                     };
                     self.partial.remove(&h.msg_id);
                     self.events.push_back(SppEvent::Delivered(d));

@@ -142,6 +142,17 @@ pub enum NaiError {
         /// Limit.
         max: u64,
     },
+    /// The sender already holds `buffered` bytes of submitted messages, and `bytes` more
+    /// would exceed its `max` (a real engine's memory bound; retry after outcomes arrive).
+    #[error("message of {bytes} bytes does not fit: {buffered} of {max} bytes already held")]
+    BufferFull {
+        /// The message's size.
+        bytes: u64,
+        /// Bytes already held.
+        buffered: u64,
+        /// Limit.
+        max: u64,
+    },
     /// `max_queues` reached.
     #[error("too many queues")]
     TooManyQueues,

@@ -46,6 +46,9 @@ pub struct SppConfig {
     /// Most byte ranges a receiver keeps per partial message (further pieces are dropped
     /// unacknowledged and retransmitted later).
     pub max_ranges_per_message: usize,
+    /// Most bytes a receiver that carries payloads holds in buffers of partly received
+    /// messages; a piece of a new message beyond it is dropped unacknowledged.
+    pub max_reassembly_bytes: u64,
 }
 
 impl Default for SppConfig {
@@ -61,6 +64,7 @@ impl Default for SppConfig {
             max_open_messages: 4096,
             message_window: 65_536,
             max_ranges_per_message: 256,
+            max_reassembly_bytes: 64 << 20,
         }
     }
 }

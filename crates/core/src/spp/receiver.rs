@@ -11,7 +11,7 @@ use crate::time::Time;
 use std::collections::{BTreeMap, VecDeque};
 
 /// A message handed to the receiving application.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
     /// The sender's message id.
     pub id: MessageId,
@@ -21,10 +21,14 @@ pub struct Delivery {
     pub priority: Priority,
     /// When the last piece arrived.
     pub at: Time,
+    /// The message's bytes, when the engine carries them
+    /// ([`SppReceiver::handle_datagram_payload`]); `None` in the simulator, whose packets
+    /// carry sizes only.
+    pub data: Option<Vec<u8>>,
 }
 
 /// Something the receiving application should know.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SppEvent {
     /// A complete message, reported once.
     Delivered(Delivery),
@@ -42,6 +46,8 @@ enum RxState {
         len: u64,
         priority: u8,
         got: RangeSet,
+        /// The bytes received so far (the whole message's buffer), when payloads are carried.
+        data: Option<Vec<u8>>,
     },
     Delivered,
     Discarded,
@@ -66,6 +72,9 @@ pub struct SppReceiver {
     reports: VecDeque<ProbeReport>,
     events: VecDeque<SppEvent>,
     delivered: u64,
+    /// Bytes allocated to buffers of partly received messages (bounded by
+    /// [`SppConfig::max_reassembly_bytes`]).
+    reassembly_bytes: u64,
 }
 
 impl SppReceiver {
@@ -82,18 +91,33 @@ impl SppReceiver {
             reports: VecDeque::new(),
             events: VecDeque::new(),
             delivered: 0,
+            reassembly_bytes: 0,
         }
     }
 
-    /// Handles one arriving datagram (`payload_len` bytes after the header).
+    /// Handles one arriving datagram (`payload_len` bytes after the header) whose payload
+    /// the engine does not carry (the simulator): deliveries report sizes only.
     pub fn handle_datagram(&mut self, now: Time, repr: &SppRepr, payload_len: u32) {
+        self.handle(now, repr, payload_len, None);
+    }
+
+    /// Handles one arriving datagram with the bytes after its header: DATA pieces are copied
+    /// into the message's buffer and [`Delivery::data`] holds the whole message. Buffers of
+    /// partly received messages are bounded by [`SppConfig::max_reassembly_bytes`]; a piece
+    /// that would exceed it is dropped unacknowledged (the sender retransmits it later).
+    pub fn handle_datagram_payload(&mut self, now: Time, repr: &SppRepr, payload: &[u8]) {
+        let len = crate::convert::usize_u32_sat(payload.len());
+        self.handle(now, repr, len, Some(payload));
+    }
+
+    fn handle(&mut self, now: Time, repr: &SppRepr, payload_len: u32, payload: Option<&[u8]>) {
         match repr {
             SppRepr::Data(h) => {
                 if u32::from(h.len) != payload_len {
                     return;
                 }
                 self.advance_floor(h.msg_floor);
-                if self.on_data(now, h) {
+                if self.on_data(now, h, payload) {
                     self.ack(h.pn);
                 }
             }
@@ -131,33 +155,64 @@ impl SppReceiver {
     }
 
     /// Returns whether the packet is to be acknowledged.
-    fn on_data(&mut self, now: Time, h: &super::wire::DataHeader) -> bool {
+    fn on_data(&mut self, now: Time, h: &super::wire::DataHeader, payload: Option<&[u8]>) -> bool {
         if h.wire_seq < self.floor {
             return true; // finished long ago: a duplicate
         }
         if h.wire_seq - self.floor >= self.config.message_window {
             return false; // outside the window the sender promised
         }
-        let state = self.msgs.entry(h.wire_seq).or_insert(RxState::Partial {
-            id: MessageId(h.msg_id),
-            len: u64::from(h.msg_len),
-            priority: h.priority,
-            got: RangeSet::new(),
-        });
+        let start = u64::from(h.offset);
+        let end = start + u64::from(h.len);
+        let msg_len = u64::from(h.msg_len);
+        if end > msg_len {
+            return false; // a piece beyond its message: malformed, ignore
+        }
+        if !self.msgs.contains_key(&h.wire_seq) {
+            // A new message: with payloads, its buffer is allocated now, within the bound.
+            let data = match payload {
+                Some(_)
+                    if self.reassembly_bytes.saturating_add(msg_len)
+                        > self.config.max_reassembly_bytes =>
+                {
+                    return false; // no room: drop unacknowledged, it will come again
+                }
+                Some(_) => {
+                    let Ok(n) = usize::try_from(msg_len) else {
+                        return false;
+                    };
+                    self.reassembly_bytes += msg_len;
+                    Some(vec![0; n])
+                }
+                None => None,
+            };
+            self.msgs.insert(
+                h.wire_seq,
+                RxState::Partial {
+                    id: MessageId(h.msg_id),
+                    len: msg_len,
+                    priority: h.priority,
+                    got: RangeSet::new(),
+                    data,
+                },
+            );
+        }
+        let Some(state) = self.msgs.get_mut(&h.wire_seq) else {
+            return false;
+        };
         let RxState::Partial {
             id,
             len,
             priority,
             got,
+            data,
         } = state
         else {
             return true; // delivered or discarded: duplicate suppression
         };
-        if *len != u64::from(h.msg_len) || id.0 != h.msg_id {
+        if *len != msg_len || id.0 != h.msg_id || data.is_some() != payload.is_some() {
             return false; // inconsistent with earlier pieces: ignore
         }
-        let start = u64::from(h.offset);
-        let end = start + u64::from(h.len);
         if got.range_count() >= self.config.max_ranges_per_message {
             let mut trial = got.clone();
             trial.insert(start, end);
@@ -168,18 +223,44 @@ impl SppReceiver {
         } else {
             got.insert(start, end);
         }
+        if let (Some(buf), Some(bytes)) = (data.as_mut(), payload) {
+            // `end <= len == buf.len()` and `bytes.len() == end - start` were checked above.
+            let dst = usize::try_from(start)
+                .ok()
+                .zip(usize::try_from(end).ok())
+                .and_then(|(s, e)| buf.get_mut(s..e));
+            match dst {
+                Some(dst) if dst.len() == bytes.len() => dst.copy_from_slice(bytes),
+                _ => return false,
+            }
+        }
         if got.covers(0, *len) {
+            let data = data.take();
+            if data.is_some() {
+                self.reassembly_bytes = self.reassembly_bytes.saturating_sub(*len);
+            }
             let d = Delivery {
                 id: *id,
                 size_bytes: *len,
                 priority: Priority(*priority),
                 at: now,
+                data,
             };
             *state = RxState::Delivered;
             self.delivered += 1;
             self.events.push_back(SppEvent::Delivered(d));
         }
         true
+    }
+
+    /// Frees a partial message's buffer (it was discarded or forgotten).
+    fn release(&mut self, state: &RxState) {
+        if let RxState::Partial {
+            len, data: Some(_), ..
+        } = state
+        {
+            self.reassembly_bytes = self.reassembly_bytes.saturating_sub(*len);
+        }
     }
 
     /// Discards a message; returns whether it had already been delivered.
@@ -192,7 +273,9 @@ impl SppReceiver {
             Some(RxState::Discarded) => false,
             Some(RxState::Partial { id, .. }) => {
                 self.events.push_back(SppEvent::Discarded { id: *id });
-                self.msgs.insert(wire_seq, RxState::Discarded);
+                if let Some(old) = self.msgs.insert(wire_seq, RxState::Discarded) {
+                    self.release(&old);
+                }
                 false
             }
             None => {
@@ -207,7 +290,11 @@ impl SppReceiver {
     fn advance_floor(&mut self, floor: u64) {
         if floor > self.floor {
             self.floor = floor;
-            self.msgs = self.msgs.split_off(&floor);
+            let kept = self.msgs.split_off(&floor);
+            let forgotten = std::mem::replace(&mut self.msgs, kept);
+            for state in forgotten.values() {
+                self.release(state);
+            }
         }
     }
 
@@ -250,6 +337,11 @@ impl SppReceiver {
     /// Messages delivered so far.
     pub fn delivered_count(&self) -> u64 {
         self.delivered
+    }
+
+    /// Bytes held in buffers of partly received messages.
+    pub fn reassembly_bytes(&self) -> u64 {
+        self.reassembly_bytes
     }
 
     /// Messages the receiver is tracking (partial, or finished above the floor).

@@ -166,6 +166,8 @@ impl RecordReceiver {
                         size_bytes: len,
                         priority: Priority(p.2),
                         at: now,
+                        // Sizes only: this transport does not carry message bytes yet.
+                        data: None,
                     }));
                 } else {
                     self.partial = Some(p);
