@@ -17,6 +17,8 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`session`]: connection set-up for the real engine (stateless retry tokens, keep-alive,
+//!   close);
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -37,6 +39,7 @@ pub mod cm;
 pub mod convert;
 pub mod nai;
 pub mod rtt;
+pub mod session;
 pub mod spp;
 pub mod tcp;
 pub mod time;

@@ -10,6 +10,7 @@
 //! The bandwidth source is pluggable ([`RateSource`]): the estimator, or a rate supplied from
 //! outside (an oracle that knows the true link rate).
 
+pub mod endpoint;
 pub mod estimator;
 #[cfg(test)]
 mod payload_tests;

@@ -117,6 +117,10 @@ pub enum Outcome {
     Cancelled,
     /// Admission control refused it at submission (or it was never admissible).
     Rejected(RejectReason),
+    /// The connection ended (closed, or the peer went silent) before the message's fate was
+    /// known: the receiver may or may not have delivered it. Only a real engine's
+    /// connections end this way ([`Scheduler::abandon_all`](crate::nai::Scheduler::abandon_all)).
+    Abandoned,
 }
 
 /// Where a live message stands (`state` query).

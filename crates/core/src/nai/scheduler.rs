@@ -640,6 +640,16 @@ impl Scheduler {
         self.messages.len()
     }
 
+    /// Ends every live message with [`Outcome::Abandoned`] (its connection is gone), so each
+    /// still gets exactly one outcome.
+    pub fn abandon_all(&mut self) {
+        let ids: Vec<MessageId> = self.messages.keys().copied().collect();
+        for id in ids {
+            self.finish(id, Outcome::Abandoned);
+        }
+        self.notices.clear();
+    }
+
     /// Ids of the live messages, in id order.
     pub fn live_ids(&self) -> impl Iterator<Item = MessageId> + '_ {
         self.messages.keys().copied()

@@ -110,7 +110,8 @@ pub fn tally(ledger: &Ledger, levels: u8) -> CellResult {
             Some(Outcome::Expired { early: false }) => t.expired += 1,
             Some(Outcome::Rejected(_)) => t.rejected += 1,
             Some(Outcome::Cancelled) => t.cancelled += 1,
-            None => t.pending += 1,
+            // The simulator never abandons (its connections do not end); counted as unresolved.
+            Some(Outcome::Abandoned) | None => t.pending += 1,
         }
     }
     CellResult {
