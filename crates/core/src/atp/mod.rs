@@ -50,6 +50,12 @@ pub struct AtpConfig {
     pub estimator: EstimatorConfig,
     /// Pacing burst allowance, in bytes (the token bucket's depth).
     pub pacing_burst_bytes: u32,
+    /// The engine's timer granularity: the token bucket also holds what the pacing rate
+    /// earns in this span, so an engine whose timers fire late by up to this much (a real
+    /// OS: about a millisecond) still sends at the rate instead of capping it at
+    /// `pacing_burst_bytes` per wake-up. Zero (the default, and the simulator's: its timers
+    /// are exact) adds nothing.
+    pub timer_granularity: std::time::Duration,
     /// Most bytes of messages submitted with their data
     /// ([`AtpSender::submit_bytes`]) held at once.
     pub max_buffered_bytes: u64,
@@ -62,6 +68,7 @@ impl Default for AtpConfig {
             spp: SppConfig::default(),
             estimator: EstimatorConfig::default(),
             pacing_burst_bytes: 2 * 1472,
+            timer_granularity: std::time::Duration::ZERO,
             max_buffered_bytes: 64 << 20,
         }
     }

@@ -14,13 +14,16 @@ struct Pacer {
     rate_bytes_per_s: f64,
     tokens: f64,
     burst_bytes: f64,
+    /// Seconds of the rate added to the burst (the engine's timer granularity).
+    granularity_s: f64,
     last: Time,
 }
 
 impl Pacer {
     fn refill(&mut self, now: Time) {
         let dt = (now - self.last).as_secs_f64();
-        self.tokens = (self.tokens + dt * self.rate_bytes_per_s).min(self.burst_bytes);
+        let depth = self.burst_bytes + self.granularity_s * self.rate_bytes_per_s;
+        self.tokens = (self.tokens + dt * self.rate_bytes_per_s).min(depth);
         self.last = self.last.max(now);
     }
 
@@ -97,6 +100,7 @@ impl AtpSender {
             rate_bytes_per_s: 0.0,
             tokens: 0.0,
             burst_bytes: f64::from(config.pacing_burst_bytes.max(1)),
+            granularity_s: config.timer_granularity.as_secs_f64(),
             last: now,
         };
         let next_tick = now + config.estimator.tick;

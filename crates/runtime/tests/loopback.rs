@@ -1,0 +1,246 @@
+//! The ATP runtime API over real UDP sockets on loopback: handshake, messages with bytes both
+//! ways, priorities, callback timers, abort/defer/resume, bandwidth notifications, close.
+
+use adaptnet_core::nai::{OnExpiry, Outcome, Priority, SendOptions};
+use adaptnet_runtime::atp::{AtpEndpoint, Connection, ConnectionEvent, EndpointOptions, Error};
+use std::time::Duration;
+use tokio::time::timeout;
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+async fn pair() -> (AtpEndpoint, AtpEndpoint, Connection, Connection) {
+    let server = AtpEndpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::server())
+        .await
+        .expect("bind server");
+    let client = AtpEndpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointOptions::client())
+        .await
+        .expect("bind client");
+    let c = timeout(LIMIT, client.connect(server.local_addr()))
+        .await
+        .expect("in time")
+        .expect("connected");
+    let s = timeout(LIMIT, server.accept())
+        .await
+        .expect("in time")
+        .expect("accepted");
+    (server, client, c, s)
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_mul(31).wrapping_add(i as u8))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_arrive_whole_both_ways_with_one_outcome_each() {
+    let (server, _client, c, mut s) = pair().await;
+    let mut handles = Vec::new();
+    for i in 0..50u8 {
+        let data = pattern(i, 1 + usize::from(i) * 997);
+        handles.push(
+            c.send(data, SendOptions::default())
+                .await
+                .expect("admitted"),
+        );
+    }
+    let reply = s
+        .send(b"ack".to_vec(), SendOptions::default())
+        .await
+        .expect("admitted");
+    let mut got = Vec::new();
+    for _ in 0..50 {
+        let m = timeout(LIMIT, s.recv())
+            .await
+            .expect("in time")
+            .expect("message");
+        got.push(m);
+    }
+    got.sort_by_key(|m| m.id);
+    for (i, m) in got.iter().enumerate() {
+        let i = u8::try_from(i).unwrap();
+        assert!(
+            m.data == pattern(i, 1 + usize::from(i) * 997),
+            "message {i} bytes differ"
+        );
+    }
+    for h in handles {
+        let o = timeout(LIMIT, h.outcome())
+            .await
+            .expect("in time")
+            .expect("outcome");
+        assert!(matches!(o, Outcome::Delivered { .. }), "{o:?}");
+    }
+    assert!(matches!(
+        reply.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+    let stats = server.stats().await.expect("stats");
+    assert_eq!(stats.connections, 1);
+    assert_eq!(
+        stats.core.retries_sent, 1,
+        "one stateless retry in the handshake"
+    );
+    assert_eq!(stats.core.malformed, 0);
+    assert!(c.bandwidth() > 0.0, "the estimator measured the path");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn high_priority_overtakes_a_bulk_transfer() {
+    let (_server, _client, c, mut s) = pair().await;
+    let low = SendOptions {
+        priority: Priority(1),
+        ..SendOptions::default()
+    };
+    let bulk = c.send(vec![7; 16 << 20], low).await.expect("admitted");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let high = SendOptions {
+        priority: Priority(0),
+        ..SendOptions::default()
+    };
+    let urgent = c.send(b"urgent".to_vec(), high).await.expect("admitted");
+    let first = timeout(LIMIT, s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(
+        first.data, b"urgent",
+        "the high-priority message arrives first"
+    );
+    assert!(matches!(
+        urgent.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+    let second = timeout(Duration::from_secs(60), s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(second.data.len(), 16 << 20);
+    assert!(matches!(
+        bulk.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timer_expiry_reaches_the_application_which_resumes_or_cancels() {
+    let (_server, _client, mut c, mut s) = pair().await;
+    // Let the estimator measure first, so admission control has a rate.
+    c.send(vec![0; 10_000], SendOptions::default())
+        .await
+        .unwrap()
+        .outcome()
+        .await
+        .unwrap();
+    let _ = timeout(LIMIT, s.recv()).await;
+    // A large message, deferred at once (before ATP can have sent it all), then given a
+    // 300 ms callback timer: the timer runs out while it waits, and the app is told.
+    let opts = SendOptions {
+        priority: Priority(0),
+        timer: None,
+        on_expiry: OnExpiry::Suspend,
+    };
+    let size = 32 << 20;
+    let h = c.send(vec![1; size], opts).await.expect("admitted");
+    h.defer().await.expect("deferred");
+    h.set_timer(Some(Duration::from_millis(300)))
+        .await
+        .expect("timer set");
+    let ev = timeout(LIMIT, c.next_event())
+        .await
+        .expect("in time")
+        .expect("event");
+    match ev {
+        ConnectionEvent::TimerExpired { id, early, .. } => {
+            assert_eq!(id, h.id());
+            assert!(!early, "deferred: expired by its timer, not the estimate");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // The application continues it: the message has no deadline now and completes.
+    h.resume().await.expect("resumed");
+    assert!(matches!(
+        h.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+    // Cancelled before it was all sent: Cancelled, never delivered.
+    let h2 = c.send(vec![2; size], SendOptions::default()).await.unwrap();
+    h2.defer().await.unwrap();
+    h2.cancel().await.unwrap();
+    assert_eq!(h2.outcome().await.unwrap(), Outcome::Cancelled);
+    let delivered = timeout(LIMIT, s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(delivered.data.len(), size);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bandwidth_notification_fires_when_the_estimate_leaves_the_range() {
+    let (_server, _client, mut c, _s) = pair().await;
+    // The estimate starts at zero; a range above zero is left as soon as it is measured.
+    c.register_bandwidth_range(0.0, 1.0)
+        .await
+        .expect("registered");
+    c.send(vec![0; 100_000], SendOptions::default())
+        .await
+        .unwrap();
+    let ev = timeout(LIMIT, c.next_event())
+        .await
+        .expect("in time")
+        .expect("event");
+    assert!(
+        matches!(ev, ConnectionEvent::Bandwidth { available_bytes_per_s, .. } if available_bytes_per_s > 1.0),
+        "{ev:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_is_graceful_and_seen_by_the_peer() {
+    let (_server, _client, c, mut s) = pair().await;
+    let h = c
+        .send(vec![9; 200_000], SendOptions::default())
+        .await
+        .unwrap();
+    timeout(LIMIT, c.close(Duration::from_secs(10)))
+        .await
+        .expect("in time")
+        .expect("closed");
+    assert!(matches!(
+        h.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+    let m = timeout(LIMIT, s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(m.data.len(), 200_000);
+    let mut saw_close = false;
+    while let Ok(Some(ev)) = timeout(LIMIT, s.next_event()).await {
+        if matches!(ev, ConnectionEvent::Closed(_)) {
+            saw_close = true;
+            break;
+        }
+    }
+    assert!(saw_close);
+    assert!(matches!(
+        c.send(vec![1], SendOptions::default()).await,
+        Err(Error::Closed)
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_nobody_fails() {
+    let mut options = EndpointOptions::client();
+    options.core.handshake.initial_timeout = Duration::from_millis(20);
+    options.core.handshake.max_attempts = 3;
+    let client = AtpEndpoint::bind("127.0.0.1:0".parse().unwrap(), options)
+        .await
+        .unwrap();
+    // A bound socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let r = timeout(LIMIT, client.connect(silent.local_addr().unwrap()))
+        .await
+        .expect("in time");
+    assert!(matches!(r, Err(Error::ConnectFailed(_))));
+}
