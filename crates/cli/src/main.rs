@@ -25,6 +25,46 @@ enum Command {
         #[arg(long, default_value = "out/demo")]
         out: PathBuf,
     },
+    /// Receive ATP message workloads from `adaptnet send` on a real network (iperf3-like).
+    Serve {
+        /// Address to listen on (UDP).
+        #[arg(long, default_value = "0.0.0.0:7700")]
+        listen: std::net::SocketAddr,
+        /// Stop after this many seconds (default: run until interrupted).
+        #[arg(short = 't', long)]
+        time: Option<f64>,
+        /// Print the summary as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a Table-2-style message workload to an `adaptnet serve` over a real network.
+    Send {
+        /// The server's address.
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        /// Workload name from experiments/nai/table2.params (uniform, prioritised, reversed,
+        /// filesystem, overload, random) or a file with one [[workloads]] entry.
+        #[arg(long, default_value = "prioritised")]
+        workload: String,
+        /// Transport.
+        #[arg(long, value_enum, default_value = "atp")]
+        transport: commands::real::Transport,
+        /// Seconds of the workload to run.
+        #[arg(short = 't', long, default_value_t = 10.0)]
+        time: f64,
+        /// Workload seed (class phases, random draws).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Output directory.
+        #[arg(long, default_value = "out/send")]
+        out: PathBuf,
+        /// The experiments directory.
+        #[arg(long)]
+        experiments: Option<PathBuf>,
+    },
     /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
     Sim {
         /// The scenario (TOML).
@@ -81,6 +121,31 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Demo { seed, out } => commands::sim::demo(seed, &out),
+        Command::Serve { listen, time, json } => {
+            seconds(time).and_then(|d| commands::real::serve(listen, d, json))
+        }
+        Command::Send {
+            to,
+            workload,
+            transport,
+            time,
+            seed,
+            json,
+            out,
+            experiments,
+        } => seconds(Some(time)).and_then(|d| {
+            let experiments = commands::experiments_dir(experiments.as_deref());
+            commands::real::send(&commands::real::SendArgs {
+                to,
+                workload: &workload,
+                transport,
+                duration: d.unwrap_or_default(),
+                seed,
+                json,
+                out: &out,
+                experiments: &experiments,
+            })
+        }),
         Command::Sim {
             scenario,
             seed,
@@ -123,6 +188,17 @@ fn render_error(e: &anyhow::Error) -> String {
         }
     }
     out
+}
+
+/// A `-t` value in seconds as a duration: finite, positive, at most a day.
+fn seconds(s: Option<f64>) -> anyhow::Result<Option<std::time::Duration>> {
+    match s {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+            Ok(Some(std::time::Duration::from_secs_f64(s)))
+        }
+        Some(s) => anyhow::bail!("-t/--time must be a number of seconds in (0, 86400], got {s}"),
+    }
 }
 
 #[cfg(test)]

@@ -66,8 +66,11 @@ pub fn run_file(path: &Path, seed: Option<u64>, out: Option<&Path>) -> Result<Ex
     run_and_report(&s, seed, out.unwrap_or(&default_out))
 }
 
-/// `adaptnet demo`.
+/// `adaptnet demo`: the simulated scenario, then the real thing — an ATP server and client
+/// on loopback UDP in this process running a short two-priority workload.
 pub fn demo(seed: Option<u64>, out: &Path) -> Result<ExitCode> {
     let s = Scenario::parse(DEMO, "<embedded:demo.toml>", Path::new("."), "demo")?;
-    run_and_report(&s, seed, out)
+    let code = run_and_report(&s, seed, out)?;
+    super::real::demo_loopback(out)?;
+    Ok(code)
 }

@@ -1,0 +1,482 @@
+//! Tools on real networks: `adaptnet serve` and `adaptnet send` run a Table-2-style message
+//! workload over ATP between two hosts (the runtime crate does the networking), shaped like
+//! iperf3: `-t` duration, a line per second while running, `--json` output.
+
+use adaptnet_core::Time;
+use adaptnet_core::nai::app::{Ledger, MessageSpec};
+use adaptnet_core::nai::{NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions};
+use adaptnet_experiments::nai::params::{WorkloadParams, load};
+use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
+use adaptnet_experiments::nai::workloads::{level_name, messages};
+use adaptnet_experiments::report::plot::line_chart_of;
+use adaptnet_experiments::report::table::Table;
+use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, Error as RtError};
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+
+/// The transports `send` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// ATP over UDP (SPP), with its bandwidth estimator.
+    Atp,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the async runtime")
+}
+
+/// `adaptnet serve --listen ADDR`: accepts ATP connections and receives their messages,
+/// printing a line per second; stops after `duration` (if given).
+pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Result<ExitCode> {
+    runtime()?.block_on(async move {
+        let server = AtpEndpoint::bind(listen, EndpointOptions::server())
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        eprintln!("adaptnet: ATP server listening on {}", server.local_addr());
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u8, usize)>();
+        let start = Instant::now();
+        let mut per_level = [0u64; adaptnet_core::nai::MAX_LEVELS as usize];
+        let mut bytes = 0u64;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let (mut last_msgs, mut last_bytes) = (0u64, 0u64);
+        loop {
+            tokio::select! {
+                conn = server.accept() => {
+                    let Some(mut conn) = conn else { break };
+                    eprintln!("adaptnet: connection from {}", conn.peer());
+                    let tx = tx.clone();
+                    tokio::spawn(async move {
+                        while let Some(m) = conn.recv().await {
+                            let _ = tx.send((m.priority.0, m.data.len()));
+                        }
+                    });
+                }
+                Some((level, len)) = rx.recv() => {
+                    if let Some(c) = per_level.get_mut(usize::from(level)) {
+                        *c += 1;
+                    }
+                    bytes += len as u64;
+                }
+                _ = tick.tick() => {
+                    let msgs: u64 = per_level.iter().sum();
+                    eprintln!(
+                        "{:6.1} s  {:6} messages  {:8.3} Mbit/s",
+                        start.elapsed().as_secs_f64(),
+                        msgs - last_msgs,
+                        (bytes - last_bytes) as f64 * 8.0 / 1e6
+                    );
+                    (last_msgs, last_bytes) = (msgs, bytes);
+                    if duration.is_some_and(|d| start.elapsed() >= d) {
+                        break;
+                    }
+                }
+            }
+        }
+        let stats = server.stats().await?;
+        if json {
+            let out = serde_json::json!({
+                "messages_per_level": per_level,
+                "bytes": bytes,
+                "seconds": start.elapsed().as_secs_f64(),
+                "endpoint": stats.core,
+            });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            println!(
+                "received {} messages, {} bytes in {:.1} s; dropped: {} malformed, {} from unknown peers",
+                per_level.iter().sum::<u64>(),
+                bytes,
+                start.elapsed().as_secs_f64(),
+                stats.core.malformed,
+                stats.core.unknown_peer
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The messages of workload `name` (from `experiments/nai/table2.params`) or of a file holding
+/// one `[[workloads]]` entry, cut to the first `duration`.
+pub fn workload(
+    experiments: &Path,
+    name_or_file: &str,
+    seed: u64,
+    duration: Duration,
+) -> Result<(WorkloadParams, Vec<MessageSpec>)> {
+    let params: Table2Params = if Path::new(name_or_file).is_file() {
+        #[derive(serde::Deserialize)]
+        struct One {
+            workloads: Vec<WorkloadParams>,
+        }
+        let text = std::fs::read_to_string(name_or_file)
+            .with_context(|| format!("reading {name_or_file}"))?;
+        let one: One = toml::from_str(&text).with_context(|| format!("parsing {name_or_file}"))?;
+        let mut p: Table2Params = load(experiments, PARAMS)?;
+        p.workloads = one.workloads;
+        p
+    } else {
+        load(experiments, PARAMS)?
+    };
+    let names: Vec<&str> = params.workloads.iter().map(|w| w.name.as_str()).collect();
+    let w = if Path::new(name_or_file).is_file() {
+        params.workloads.first().cloned()
+    } else {
+        params
+            .workloads
+            .iter()
+            .find(|w| w.name == name_or_file)
+            .cloned()
+    };
+    let Some(w) = w else {
+        bail!(
+            "no workload {name_or_file:?}: known are {names:?}, or give a file with one [[workloads]] entry"
+        );
+    };
+    let end = Time::ZERO + duration;
+    let specs = messages(&w, seed)?
+        .into_iter()
+        .filter(|m| m.at < end)
+        .collect();
+    Ok((w, specs))
+}
+
+/// What one workload run over a real connection gave.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadReport {
+    /// Per level: (name, submitted, on time, late, expired, rejected, cancelled, abandoned).
+    pub levels: Vec<LevelTally>,
+    /// Message bytes delivered.
+    pub delivered_bytes: u64,
+    /// Wall-clock seconds from the first submission to the last outcome.
+    pub seconds: f64,
+    /// (seconds, planning estimate in bytes/s), once a second.
+    pub estimate: Vec<(f64, f64)>,
+}
+
+/// Outcomes of one priority level.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LevelTally {
+    /// Level name.
+    pub name: String,
+    /// Messages submitted.
+    pub submitted: u64,
+    /// Delivered before their timer.
+    pub on_time: u64,
+    /// Delivered after it.
+    pub late: u64,
+    /// Expired (early or at the deadline).
+    pub expired: u64,
+    /// Refused by admission control.
+    pub rejected: u64,
+    /// Cancelled.
+    pub cancelled: u64,
+    /// Connection ended first.
+    pub abandoned: u64,
+}
+
+/// Runs `specs` on `conn` in wall-clock time: each message submitted at its time with its
+/// priority and callback timer (discarded on expiry, as in the paper's experiments); waits
+/// up to `drain` after the last submission for outcomes.
+pub async fn run_workload(
+    conn: &Connection,
+    specs: &[MessageSpec],
+    levels: u8,
+    drain: Duration,
+) -> Result<WorkloadReport> {
+    let start = Instant::now();
+    let (tx, mut rx) = mpsc::unbounded_channel::<(adaptnet_core::nai::MessageId, Outcome)>();
+    let mut ledger = Ledger::default();
+    let mut estimate = Vec::new();
+    let mut next_sample = Duration::ZERO;
+    let total = specs.len();
+    let mut outcomes = 0usize;
+    let at_time = |d: Duration| Time::ZERO + d;
+    for spec in specs {
+        let due = Duration::from_nanos(spec.at.as_nanos());
+        while start.elapsed() < due {
+            // Sample the estimate and report progress once a second while waiting.
+            if start.elapsed() >= next_sample {
+                estimate.push((next_sample.as_secs_f64(), conn.bandwidth()));
+                eprintln!(
+                    "{:6.1} s  {:6} submitted  {:6} outcomes  estimate {:8.3} Mbit/s",
+                    start.elapsed().as_secs_f64(),
+                    ledger.messages().len(),
+                    outcomes,
+                    conn.bandwidth() * 8.0 / 1e6
+                );
+                next_sample += Duration::from_secs(1);
+            }
+            let wait = (due - start.elapsed()).min(next_sample.saturating_sub(start.elapsed()));
+            tokio::select! {
+                () = tokio::time::sleep(wait) => {}
+                Some((id, outcome)) = rx.recv() => {
+                    ledger.on_event(&NaiEvent::Outcome { id, outcome });
+                    outcomes += 1;
+                }
+            }
+        }
+        let opts = SendOptions {
+            priority: spec.priority,
+            timer: spec.timer,
+            on_expiry: OnExpiry::Discard,
+        };
+        let size = usize::try_from(spec.size_bytes).unwrap_or(usize::MAX);
+        let now = at_time(start.elapsed());
+        match conn.send(vec![0x5a; size], opts).await {
+            Ok(h) => {
+                ledger.submitted(h.id(), now, spec.size_bytes, &opts);
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let id = h.id();
+                    if let Ok(o) = h.outcome().await {
+                        let _ = tx.send((id, o));
+                    }
+                });
+            }
+            Err(RtError::Nai(NaiError::Rejected { id, reason })) => {
+                ledger.submitted(id, now, spec.size_bytes, &opts);
+                ledger.on_event(&NaiEvent::Outcome {
+                    id,
+                    outcome: Outcome::Rejected(reason),
+                });
+                outcomes += 1;
+            }
+            Err(e) => return Err(e).context("submitting a message"),
+        }
+    }
+    let deadline = tokio::time::Instant::now() + drain;
+    while outcomes < total {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some((id, outcome))) => {
+                ledger.on_event(&NaiEvent::Outcome { id, outcome });
+                outcomes += 1;
+            }
+            _ => break,
+        }
+    }
+    estimate.push((start.elapsed().as_secs_f64(), conn.bandwidth()));
+    Ok(tally(
+        &ledger,
+        levels,
+        start.elapsed().as_secs_f64(),
+        estimate,
+    ))
+}
+
+fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -> WorkloadReport {
+    let mut rows: Vec<LevelTally> = (0..levels)
+        .map(|l| LevelTally {
+            name: level_name(Priority(l), levels).to_owned(),
+            ..LevelTally::default()
+        })
+        .collect();
+    let mut delivered_bytes = 0;
+    for r in ledger.messages().values() {
+        let Some(t) = rows.get_mut(usize::from(r.priority.0)) else {
+            continue;
+        };
+        t.submitted += 1;
+        match r.outcome {
+            _ if r.on_time() => t.on_time += 1,
+            Some(Outcome::Delivered { .. }) => t.late += 1,
+            Some(Outcome::Expired { .. }) => t.expired += 1,
+            Some(Outcome::Rejected(_)) => t.rejected += 1,
+            Some(Outcome::Cancelled) => t.cancelled += 1,
+            Some(Outcome::Abandoned) | None => t.abandoned += 1,
+        }
+        if matches!(r.outcome, Some(Outcome::Delivered { .. })) {
+            delivered_bytes += r.size_bytes;
+        }
+    }
+    WorkloadReport {
+        levels: rows,
+        delivered_bytes,
+        seconds,
+        estimate,
+    }
+}
+
+/// The per-level table of a report.
+pub fn report_table(r: &WorkloadReport) -> Table {
+    let mut t = Table::new([
+        "priority",
+        "messages",
+        "on time",
+        "on time %",
+        "late",
+        "expired",
+        "rejected",
+        "cancelled",
+        "no outcome",
+    ]);
+    for l in &r.levels {
+        let pct = if l.submitted == 0 {
+            "-".to_owned()
+        } else {
+            format!("{:.1}", 100.0 * l.on_time as f64 / l.submitted as f64)
+        };
+        t.row([
+            l.name.clone(),
+            l.submitted.to_string(),
+            l.on_time.to_string(),
+            pct,
+            l.late.to_string(),
+            l.expired.to_string(),
+            l.rejected.to_string(),
+            l.cancelled.to_string(),
+            l.abandoned.to_string(),
+        ]);
+    }
+    t
+}
+
+/// Writes `summary.json`, `levels.csv`, `estimate.csv` and `estimate.svg` into `out`.
+pub fn write_report(r: &WorkloadReport, out: &Path) -> Result<()> {
+    let mut csv = String::from("seconds,estimate_bytes_per_s\n");
+    for (t, e) in &r.estimate {
+        csv.push_str(&format!("{t:.3},{e:.1}\n"));
+    }
+    let mbit: Vec<(f64, f64)> = r
+        .estimate
+        .iter()
+        .map(|(t, e)| (*t, e * 8.0 / 1e6))
+        .collect();
+    let svg = line_chart_of(
+        "ATP bandwidth estimate (planning rate)",
+        "time (s)",
+        "Mbit/s",
+        &[("estimate", mbit)],
+    )?;
+    super::write_files(
+        out,
+        &[
+            ("summary.json".into(), serde_json::to_vec_pretty(r)?),
+            ("levels.csv".into(), report_table(r).to_csv().into_bytes()),
+            ("estimate.csv".into(), csv.into_bytes()),
+            ("estimate.svg".into(), svg.into_bytes()),
+        ],
+    )
+}
+
+/// Options of `adaptnet send`.
+pub struct SendArgs<'a> {
+    /// The server.
+    pub to: SocketAddr,
+    /// Workload name or file.
+    pub workload: &'a str,
+    /// Transport.
+    pub transport: Transport,
+    /// Run length.
+    pub duration: Duration,
+    /// Workload seed (phases).
+    pub seed: u64,
+    /// Print JSON instead of a table.
+    pub json: bool,
+    /// Output directory.
+    pub out: &'a Path,
+    /// Experiments directory.
+    pub experiments: &'a Path,
+}
+
+/// `adaptnet send --to ADDR --workload NAME|FILE`.
+pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
+    let (w, specs) = workload(a.experiments, a.workload, a.seed, a.duration)?;
+    let Transport::Atp = a.transport;
+    let report = runtime()?.block_on(async {
+        let any: SocketAddr = if a.to.is_ipv4() {
+            "0.0.0.0:0".parse()?
+        } else {
+            "[::]:0".parse()?
+        };
+        let client = AtpEndpoint::bind(any, EndpointOptions::client()).await?;
+        let conn = client
+            .connect(a.to)
+            .await
+            .with_context(|| format!("connecting to {}", a.to))?;
+        eprintln!(
+            "adaptnet: workload {:?}: {} messages over {:.0} s to {}",
+            w.name,
+            specs.len(),
+            a.duration.as_secs_f64(),
+            a.to
+        );
+        let r = run_workload(&conn, &specs, w.levels, Duration::from_secs(30)).await?;
+        conn.close(Duration::from_secs(2)).await.ok();
+        anyhow::Ok(r)
+    })?;
+    print_report(&report, a.json)?;
+    write_report(&report, a.out)?;
+    eprintln!("adaptnet: wrote {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a report as a table (with throughput) or JSON.
+pub fn print_report(r: &WorkloadReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+    } else {
+        print!("{}", report_table(r).render());
+        println!(
+            "delivered {:.2} MB in {:.1} s ({:.3} Mbit/s); final estimate {:.3} Mbit/s",
+            r.delivered_bytes as f64 / 1e6,
+            r.seconds,
+            r.delivered_bytes as f64 * 8.0 / 1e6 / r.seconds.max(1e-9),
+            r.estimate.last().map_or(0.0, |e| e.1 * 8.0 / 1e6)
+        );
+    }
+    Ok(())
+}
+
+/// The demo's real part: an ATP server and client in this process on loopback UDP, running
+/// a short two-priority workload (4 KB urgent messages with 200 ms timers every 50 ms under
+/// 256 KB bulk messages with 2 s timers every 100 ms).
+pub fn demo_loopback(out: &Path) -> Result<()> {
+    let specs = demo_specs(Duration::from_secs(3));
+    let report = runtime()?.block_on(async {
+        let server = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::server()).await?;
+        let client = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::client()).await?;
+        let conn = client.connect(server.local_addr()).await?;
+        let mut incoming = server.accept().await.context("server stopped")?;
+        tokio::spawn(async move { while incoming.recv().await.is_some() {} });
+        let r = run_workload(&conn, &specs, 2, Duration::from_secs(10)).await?;
+        conn.close(Duration::from_secs(1)).await.ok();
+        anyhow::Ok(r)
+    })?;
+    println!("\nreal ATP over loopback UDP (3 s, urgent 4 KB / 200 ms under bulk 256 KB / 2 s):");
+    print_report(&report, false)?;
+    write_report(&report, &out.join("loopback"))?;
+    Ok(())
+}
+
+fn demo_specs(span: Duration) -> Vec<MessageSpec> {
+    let mut specs = Vec::new();
+    let mut t = Duration::from_millis(100);
+    while t < span {
+        specs.push(MessageSpec {
+            at: Time::ZERO + t,
+            size_bytes: 4096,
+            priority: Priority(0),
+            timer: Some(Duration::from_millis(200)),
+        });
+        if t.as_millis().is_multiple_of(100) {
+            specs.push(MessageSpec {
+                at: Time::ZERO + t,
+                size_bytes: 256 << 10,
+                priority: Priority(1),
+                timer: Some(Duration::from_secs(2)),
+            });
+        }
+        t += Duration::from_millis(50);
+    }
+    specs
+}
