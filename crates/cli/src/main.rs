@@ -43,7 +43,7 @@ enum Command {
         #[arg(long)]
         to: std::net::SocketAddr,
         /// Workload name from experiments/nai/table2.params (uniform, prioritised, reversed,
-        /// filesystem, overload, random) or a file with one [[workloads]] entry.
+        /// filesystem, overload, random) or a file with one `[[workloads]]` entry.
         #[arg(long, default_value = "prioritised")]
         workload: String,
         /// Transport.

@@ -222,6 +222,23 @@ impl AtpEndpoint {
     /// Binds `addr` and starts the endpoint's task on the current tokio runtime.
     pub async fn bind(addr: SocketAddr, options: EndpointOptions) -> Result<AtpEndpoint, Error> {
         let socket = tokio::net::UdpSocket::bind(addr).await?;
+        AtpEndpoint::start(socket, options)
+    }
+
+    /// Uses an already bound socket (e.g. one created inside another network namespace);
+    /// it is switched to non-blocking mode. Call within a tokio runtime.
+    pub fn from_std(
+        socket: std::net::UdpSocket,
+        options: EndpointOptions,
+    ) -> Result<AtpEndpoint, Error> {
+        socket.set_nonblocking(true)?;
+        AtpEndpoint::start(tokio::net::UdpSocket::from_std(socket)?, options)
+    }
+
+    fn start(
+        socket: tokio::net::UdpSocket,
+        options: EndpointOptions,
+    ) -> Result<AtpEndpoint, Error> {
         let local_addr = socket.local_addr()?;
         let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue.max(1));
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));

@@ -36,7 +36,7 @@
 //!
 //! # Bounds and robustness
 //! * No state for a peer before it echoes a token ([`crate::session::token`]); HELLOs shorter
-//!   than [`MIN_HELLO_BYTES`](crate::session::wire::MIN_HELLO_BYTES) are dropped; RETRYs are
+//!   than [`crate::session::wire::MIN_HELLO_BYTES`] are dropped; RETRYs are
 //!   smaller than the HELLO they answer.
 //! * At most [`EndpointConfig::max_connections`]; a validated HELLO beyond is answered with
 //!   CLOSE (`Shutdown`).

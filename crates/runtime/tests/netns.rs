@@ -1,0 +1,295 @@
+//! Two hosts on one machine: the test runs the ATP sender in the root network namespace and
+//! the receiver in a new namespace joined by a veth pair, with the sender's side shaped by a
+//! `tbf` qdisc. Needs root, `ip` and `tc`; where they are missing the tests say so loudly and
+//! pass — except under `CI=true`, where a skip is a failure (CI runs as root).
+
+use adaptnet_core::nai::{Outcome, Priority, SendOptions};
+use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, InterfaceChoice};
+use std::net::{SocketAddr, UdpSocket};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use tokio::time::timeout;
+
+/// Runs a command; returns whether it succeeded (stderr shown on failure).
+fn sh(args: &[&str]) -> bool {
+    match Command::new(args[0]).args(&args[1..]).output() {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => {
+            eprintln!("{args:?}: {}", String::from_utf8_lossy(&o.stderr).trim());
+            false
+        }
+        Err(e) => {
+            eprintln!("{args:?}: {e}");
+            false
+        }
+    }
+}
+
+/// A namespace `ns` with `peer` (at `b_ip`) linked by veth to `host` (at `a_ip`) in the root
+/// namespace. Dropping it deletes the namespace (and so the veth pair), even on failure.
+struct Link {
+    ns: String,
+    host: String,
+    a_ip: String,
+    b_ip: String,
+}
+
+impl Link {
+    /// Sets up the link, or `None` (after saying why) where this machine cannot.
+    fn new(tag: &str, subnet: u8) -> Option<Link> {
+        let skip = |why: &str| {
+            let msg = format!("SKIPPED netns test {tag}: {why}");
+            eprintln!("\n*** {msg} ***\n");
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "{msg} (CI must run the namespace tests)"
+            );
+            None
+        };
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return skip("not root");
+        }
+        if !sh(&["ip", "-V"]) || !sh(&["tc", "-V"]) {
+            return skip("ip/tc (iproute2) not installed");
+        }
+        let id = std::process::id() % 10_000;
+        let link = Link {
+            ns: format!("adn{tag}{id}"),
+            host: format!("adh{tag}{id}"),
+            a_ip: format!("10.{subnet}.0.1"),
+            b_ip: format!("10.{subnet}.0.2"),
+        };
+        let peer = format!("adp{tag}{id}");
+        let ok = sh(&["ip", "netns", "add", &link.ns])
+            && sh(&[
+                "ip", "link", "add", &link.host, "type", "veth", "peer", "name", &peer,
+            ])
+            && sh(&["ip", "link", "set", &peer, "netns", &link.ns])
+            && sh(&[
+                "ip",
+                "addr",
+                "add",
+                &format!("{}/24", link.a_ip),
+                "dev",
+                &link.host,
+            ])
+            && sh(&["ip", "link", "set", &link.host, "up"])
+            && sh(&[
+                "ip",
+                "-n",
+                &link.ns,
+                "addr",
+                "add",
+                &format!("{}/24", link.b_ip),
+                "dev",
+                &peer,
+            ])
+            && sh(&["ip", "-n", &link.ns, "link", "set", &peer, "up"])
+            && sh(&["ip", "-n", &link.ns, "link", "set", "lo", "up"]);
+        if !ok {
+            drop(link);
+            return skip("could not create the namespace and veth pair");
+        }
+        Some(link)
+    }
+
+    /// Shapes the host side (sender → receiver) to `rate` with `tc qdisc replace … tbf`.
+    fn shape(&self, rate: &str) {
+        assert!(
+            sh(&[
+                "tc", "qdisc", "replace", "dev", &self.host, "root", "tbf", "rate", rate, "burst",
+                "16kb", "latency", "100ms",
+            ]),
+            "tc tbf on {}",
+            self.host
+        );
+    }
+
+    /// A UDP socket bound inside the namespace, at `b_ip:0`.
+    fn socket_inside(&self) -> UdpSocket {
+        let path = format!("/var/run/netns/{}", self.ns);
+        let addr: SocketAddr = format!("{}:0", self.b_ip).parse().expect("address");
+        // A thread of our own enters the namespace; the socket stays in it after the thread
+        // ends, and the rest of the process stays in the root namespace.
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&path).expect("namespace file");
+            use std::os::fd::AsRawFd;
+            // SAFETY: setns on a namespace fd for this thread only.
+            let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
+            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
+            UdpSocket::bind(addr).expect("bind inside the namespace")
+        })
+        .join()
+        .expect("namespace thread")
+    }
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        sh(&["ip", "netns", "del", &self.ns]);
+        // The veth pair goes with the namespace; delete the host end too in case it did not.
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.host])
+            .output();
+    }
+}
+
+async fn connect(link: &Link) -> (AtpEndpoint, AtpEndpoint, Connection, Connection) {
+    let mut server_opts = EndpointOptions::server();
+    server_opts.interface = InterfaceChoice::Off;
+    let server = AtpEndpoint::from_std(link.socket_inside(), server_opts).expect("server");
+    let mut client_opts = EndpointOptions::client();
+    client_opts.interface = InterfaceChoice::Named(link.host.clone());
+    let bind: SocketAddr = format!("{}:0", link.a_ip).parse().expect("address");
+    let client = AtpEndpoint::bind(bind, client_opts).await.expect("client");
+    let c = timeout(Duration::from_secs(10), client.connect(server.local_addr()))
+        .await
+        .expect("in time")
+        .expect("connected");
+    let s = timeout(Duration::from_secs(10), server.accept())
+        .await
+        .expect("in time")
+        .expect("accepted");
+    (server, client, c, s)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
+    let Some(link) = Link::new("w", 77) else {
+        return;
+    };
+    link.shape("8mbit");
+    let (server, _client, c, mut s) = connect(&link).await;
+    let receiver = tokio::spawn(async move {
+        let mut n = 0u64;
+        while let Ok(Some(_)) = timeout(Duration::from_secs(5), s.recv()).await {
+            n += 1;
+        }
+        n
+    });
+    // Five seconds of urgent 4 KB messages (timer 500 ms) every 50 ms over 128 KB bulk
+    // messages (timer 4 s) every 200 ms: 0.16 + 5.2 Mbit/s offered on 8 Mbit/s.
+    let mut handles = Vec::new();
+    let mut rejected = 0;
+    let start = Instant::now();
+    for i in 0..100u32 {
+        tokio::time::sleep_until((start + Duration::from_millis(50) * i).into()).await;
+        let urgent = SendOptions {
+            priority: Priority(0),
+            timer: Some(Duration::from_millis(500)),
+            ..SendOptions::default()
+        };
+        match c.send(vec![1; 4096], urgent).await {
+            Ok(h) => handles.push((0, h)),
+            Err(_) => rejected += 1,
+        }
+        if i % 4 == 0 {
+            let bulk = SendOptions {
+                priority: Priority(1),
+                timer: Some(Duration::from_secs(4)),
+                ..SendOptions::default()
+            };
+            match c.send(vec![2; 128 << 10], bulk).await {
+                Ok(h) => handles.push((1, h)),
+                Err(_) => rejected += 1,
+            }
+        }
+    }
+    let mut on_time = [0u32; 2];
+    let mut total = [0u32; 2];
+    let mut delivered = 0u64;
+    for (level, h) in handles {
+        let o = timeout(Duration::from_secs(30), h.outcome())
+            .await
+            .expect("every message gets an outcome")
+            .expect("outcome");
+        total[level] += 1;
+        if let Outcome::Delivered { margin, .. } = o {
+            delivered += 1;
+            if !matches!(margin, Some(adaptnet_core::nai::DeadlineMargin::Late(_))) {
+                on_time[level] += 1;
+            }
+        }
+    }
+    let received = receiver.await.expect("receiver");
+    eprintln!(
+        "netns workload: high {}/{} on time, low {}/{}, rejected {rejected}, delivered {delivered}, received {received}",
+        on_time[0], total[0], on_time[1], total[1]
+    );
+    assert_eq!(
+        received, delivered,
+        "the receiver got exactly the delivered messages"
+    );
+    assert!(
+        on_time[0] * 10 >= total[0] * 9,
+        "high priority on time: {on_time:?} of {total:?}"
+    );
+    let stats = server.stats().await.expect("stats");
+    assert_eq!(stats.core.malformed, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estimate_follows_a_tbf_rate_change() {
+    let Some(link) = Link::new("e", 78) else {
+        return;
+    };
+    link.shape("8mbit");
+    let (_server, _client, c, mut s) = connect(&link).await;
+    tokio::spawn(async move { while s.recv().await.is_some() {} });
+    // Keep the sender backlogged: bulk messages without timers, topped up as they complete.
+    let conn = std::sync::Arc::new(c);
+    let feeder = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            loop {
+                let h = match conn.send(vec![3; 256 << 10], SendOptions::default()).await {
+                    Ok(h) => h,
+                    Err(_) => return,
+                };
+                let _ = conn.send(vec![3; 256 << 10], SendOptions::default()).await;
+                let _ = h.outcome().await;
+            }
+        })
+    };
+    let start = Instant::now();
+    let mut samples = Vec::new();
+    let mut changed_down = false;
+    let mut changed_up = false;
+    while start.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let t = start.elapsed().as_secs_f64();
+        if t >= 10.0 && !changed_down {
+            link.shape("2mbit");
+            changed_down = true;
+        }
+        if t >= 20.0 && !changed_up {
+            link.shape("8mbit");
+            changed_up = true;
+        }
+        samples.push((t, conn.bandwidth() * 8.0 / 1e6));
+    }
+    feeder.abort();
+    let mean = |a: f64, b: f64| {
+        let v: Vec<f64> = samples
+            .iter()
+            .filter(|(t, _)| *t >= a && *t < b)
+            .map(|s| s.1)
+            .collect();
+        v.iter().sum::<f64>() / v.len().max(1) as f64
+    };
+    let (first, low, high) = (mean(6.0, 10.0), mean(15.0, 20.0), mean(25.0, 30.0));
+    eprintln!(
+        "netns estimate (Mbit/s of message bytes): 8 Mbit/s link {first:.2}, 2 Mbit/s {low:.2}, 8 Mbit/s again {high:.2}"
+    );
+    eprintln!("samples: {samples:?}");
+    assert!((4.0..=12.0).contains(&first), "8 Mbit/s link: {first:.2}");
+    assert!(
+        (1.0..=3.0).contains(&low),
+        "within 5 s of the drop to 2 Mbit/s: {low:.2}"
+    );
+    assert!(
+        (4.0..=12.0).contains(&high),
+        "within 5 s of the return to 8 Mbit/s: {high:.2}"
+    );
+}
