@@ -143,6 +143,52 @@ pub fn send_queue_bytes(fd: std::os::fd::RawFd) -> io::Result<u64> {
     Ok(u64::try_from(value).unwrap_or(0))
 }
 
+/// Asks for `bytes` of socket receive and send buffer. A UDP transport that paces at its
+/// estimate rather than a window needs room for bursts the application reads late; the
+/// kernel's default (about 208 KB, `net.core.rmem_max`) overflows at loopback rates. Tries the
+/// privileged `SO_*BUFFORCE` first (root may exceed the sysctl cap), then the plain option;
+/// returns the receive buffer the kernel granted.
+#[cfg(target_os = "linux")]
+pub fn grow_socket_buffers(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<usize> {
+    let value = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let set = |opt: libc::c_int| -> bool {
+        // SAFETY: setsockopt reads one int of the given size from the pointer.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            ) == 0
+        }
+    };
+    for (force, plain) in [
+        (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+        (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+    ] {
+        if !set(force) {
+            set(plain);
+        }
+    }
+    let mut granted: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `granted`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut granted as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(granted).unwrap_or(0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,8 +3,8 @@
 //! socket and `poll_event` to the application's channels. No protocol decision is made here.
 
 use super::{
-    Command, Connection, ConnectionEvent, Control, EndpointOptions, Error, InterfaceChoice,
-    Message, MessageHandle,
+    Command, Connection, ConnectionEvent, ConnectionStats, Control, EndpointOptions, Error,
+    InterfaceChoice, Message, MessageHandle,
 };
 use crate::clock::Clock;
 use crate::iface::{InterfaceCounters, send_queue_bytes};
@@ -342,6 +342,23 @@ impl Driver {
                     let _ = reply.send(());
                 }
             },
+            Command::ConnStats { conn, reply } => {
+                let result = self
+                    .endpoint
+                    .connection(conn)
+                    .map(|c| {
+                        let tx = c.sender();
+                        ConnectionStats {
+                            spp: *tx.stats(),
+                            srtt: tx.spp().rtt().srtt(),
+                            pacing_bytes_per_s: tx.pacing_rate_bytes_per_s(),
+                            packet_pairs: tx.packet_pairs(),
+                            malformed: c.malformed(),
+                        }
+                    })
+                    .ok_or(Error::Closed);
+                let _ = reply.send(result);
+            }
             Command::Stats { reply } => {
                 let _ = reply.send(EndpointStatsSnapshot {
                     core: self.endpoint.stats().clone(),

@@ -91,6 +91,9 @@ pub struct EndpointOptions {
     pub max_unread_bytes: u64,
     /// How often interface counters are read, at most.
     pub interface_poll: Duration,
+    /// Socket receive and send buffer to ask for, bytes (see
+    /// [`grow_socket_buffers`](crate::iface::grow_socket_buffers)).
+    pub socket_buffer_bytes: usize,
 }
 
 impl EndpointOptions {
@@ -107,6 +110,7 @@ impl EndpointOptions {
             accept_queue: 64,
             max_unread_bytes: 256 << 20,
             interface_poll: Duration::from_millis(10),
+            socket_buffer_bytes: 8 << 20,
         }
     }
 
@@ -198,6 +202,25 @@ enum Command {
     Stats {
         reply: oneshot::Sender<EndpointStatsSnapshot>,
     },
+    ConnStats {
+        conn: ConnectionId,
+        reply: oneshot::Sender<Result<ConnectionStats, Error>>,
+    },
+}
+
+/// A connection's transport counters and rates.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConnectionStats {
+    /// SPP's counters for what this side sent.
+    pub spp: adaptnet_core::spp::SppStats,
+    /// Smoothed RTT, if measured.
+    pub srtt: Option<Duration>,
+    /// The rate ATP paces at (datagram bytes per second).
+    pub pacing_bytes_per_s: f64,
+    /// Packet pairs sent.
+    pub packet_pairs: u64,
+    /// Datagrams from the peer that did not parse.
+    pub malformed: u64,
 }
 
 /// Sends a command and awaits its reply; a gone driver is [`Error::Closed`].
@@ -360,6 +383,12 @@ impl Connection {
     /// A watch on the bandwidth NAI plans with, updated as it changes.
     pub fn bandwidth_watch(&self) -> watch::Receiver<f64> {
         self.estimate.clone()
+    }
+
+    /// This side's transport counters.
+    pub async fn stats(&self) -> Result<ConnectionStats, Error> {
+        let conn = self.id;
+        call(&self.cmd, |reply| Command::ConnStats { conn, reply }).await?
     }
 
     /// Closes the connection after live messages are final or `linger` has passed, and
