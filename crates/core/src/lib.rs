@@ -17,6 +17,8 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`env`]: environment events (papers/001): device parameters, generalized watermarks,
+//!   hysteresis, subscriptions, the authenticated status message, action tables for UDP/TCP;
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -35,6 +37,7 @@ pub mod cbr;
 pub mod cc;
 pub mod cm;
 pub mod convert;
+pub mod env;
 pub mod nai;
 pub mod rtt;
 pub mod spp;
