@@ -73,7 +73,145 @@ impl Hysteresis {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{dev, t};
+    use super::super::{EnvEvent, EnvTable, Level, LevelMask, Name, Param, Watermarks};
     use super::*;
+
+    /// A signal-quality parameter with one high level at 20 and one low level at 10.
+    fn setup(h: Hysteresis) -> (EnvTable, Name, Param) {
+        let (d, p) = (dev("wlan0"), Param::SignalQuality);
+        let mut env = EnvTable::new();
+        let w = Watermarks::new(vec![Level::low(10.0), Level::high(20.0)]).unwrap();
+        env.set_dev_param_wms(&d, &p, w).unwrap();
+        env.set_hysteresis(&d, &p, h).unwrap();
+        (env, d, p)
+    }
+
+    /// Feeds `values` one every 100 ms from `start_ms`, firing timeouts as they come due,
+    /// and returns the events.
+    fn feed_from(
+        env: &mut EnvTable,
+        start_ms: u64,
+        d: &Name,
+        p: &Param,
+        values: &[f64],
+    ) -> Vec<EnvEvent> {
+        let mut out = Vec::new();
+        for (i, v) in values.iter().enumerate() {
+            let now = t(start_ms + 100 * i as u64);
+            while let Some(due) = env.poll_timeout().filter(|&due| due <= now) {
+                env.handle_timeout(due);
+            }
+            env.set_dev_param(now, d, p, *v).unwrap();
+            out.extend(std::iter::from_fn(|| env.poll_event()));
+        }
+        out
+    }
+
+    fn feed(env: &mut EnvTable, d: &Name, p: &Param, values: &[f64]) -> Vec<EnvEvent> {
+        feed_from(env, 0, d, p, values)
+    }
+
+    /// 19, 21, 19, 21, …: flapping around the high level.
+    fn flapping(n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|i| if i % 2 == 0 { 19.0 } else { 21.0 })
+            .collect()
+    }
+
+    #[test]
+    fn test_without_hysteresis_flapping_floods_events() {
+        let (mut env, d, p) = setup(Hysteresis::NONE);
+        let events = feed(&mut env, &d, &p, &flapping(40));
+        assert_eq!(
+            events.len(),
+            20,
+            "every upward crossing of 20 is a violation"
+        );
+    }
+
+    #[test]
+    fn test_dead_band_suppresses_flapping() {
+        let h = Hysteresis {
+            dead_band: 2.0,
+            ..Hysteresis::NONE
+        };
+        let (mut env, d, p) = setup(h);
+        let mut values = flapping(40);
+        assert!(feed(&mut env, &d, &p, &values).is_empty());
+        // A real move past the band is still one event, at the sample that reaches 22.
+        values = vec![19.0, 22.0, 21.0, 19.0, 21.0, 23.0];
+        let events = feed_from(&mut env, 10_000, &d, &p, &values);
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].at, events[0].value), (t(10_100), 22.0));
+        assert_eq!(events[0].violated, LevelMask::of(&[1]));
+    }
+
+    #[test]
+    fn test_min_dwell_suppresses_flapping_and_reports_lasting_changes() {
+        let h = Hysteresis {
+            min_dwell: Duration::from_millis(500),
+            ..Hysteresis::NONE
+        };
+        let (mut env, d, p) = setup(h);
+        // Flapping every 100 ms never holds for 500 ms.
+        assert!(feed(&mut env, &d, &p, &flapping(40)).is_empty());
+        // The last sample (21 at 3.9 s) is pending; going back before the dwell cancels it.
+        assert_eq!(env.poll_timeout(), Some(t(3_900 + 500)));
+        env.set_dev_param(t(4_000), &d, &p, 19.0).unwrap();
+        assert_eq!(env.poll_timeout(), None);
+        // A move that lasts: one event, dated at the end of the dwell.
+        env.set_dev_param(t(5_000), &d, &p, 25.0).unwrap();
+        env.set_dev_param(t(5_200), &d, &p, 26.0).unwrap();
+        assert_eq!(env.poll_timeout(), Some(t(5_500)));
+        env.handle_timeout(t(5_499));
+        assert_eq!(env.poll_event(), None, "not due yet");
+        env.handle_timeout(t(5_500));
+        let ev = env.poll_event().unwrap();
+        assert_eq!((ev.at, ev.value), (t(5_500), 26.0));
+        assert_eq!(ev.violated, LevelMask::of(&[1]));
+        assert_eq!(env.poll_timeout(), None);
+    }
+
+    #[test]
+    fn test_dwell_restarts_when_the_target_changes() {
+        let h = Hysteresis {
+            min_dwell: Duration::from_millis(500),
+            ..Hysteresis::NONE
+        };
+        let (mut env, d, p) = setup(h);
+        env.set_dev_param(t(0), &d, &p, 15.0).unwrap();
+        env.set_dev_param(t(100), &d, &p, 25.0).unwrap(); // target: high on
+        env.set_dev_param(t(400), &d, &p, 5.0).unwrap(); // target: low on instead
+        assert_eq!(env.poll_timeout(), Some(t(900)));
+        env.handle_timeout(t(900));
+        let ev = env.poll_event().unwrap();
+        assert_eq!(
+            ev.violated,
+            LevelMask::of(&[0]),
+            "only the change that held"
+        );
+        assert_eq!(env.poll_event(), None);
+    }
+
+    #[test]
+    fn test_smoothing_ignores_a_spike_and_follows_a_trend() {
+        let h = Hysteresis {
+            smoothing_weight: Some(0.25),
+            ..Hysteresis::NONE
+        };
+        let (mut env, d, p) = setup(h);
+        // One spike to 30 from 15: the average reaches 17.5, below 20.
+        assert!(feed(&mut env, &d, &p, &[15.0, 30.0, 15.0, 15.0]).is_empty());
+        // A lasting move to 30: the average goes 18.75, 21.5625 -> violation on the second sample.
+        let (mut env, d, p) = setup(h);
+        let events = feed(&mut env, &d, &p, &[15.0, 15.0, 30.0, 30.0, 30.0]);
+        assert_eq!(events.len(), 1);
+        assert_eq!((events[0].at, events[0].value), (t(300), 21.5625));
+        let reading = env.get_dev_param(&d, &p).unwrap();
+        assert_eq!(reading.raw, 30.0);
+        assert!(reading.effective > 20.0 && reading.effective < 30.0);
+    }
 
     #[test]
     fn test_validation_rejects_out_of_range() {
