@@ -29,8 +29,8 @@
 //! socket's [`ActionTable::handle_event`], then applies the decided actions (to a
 //! [`UdpActionGate`], or to a TCP connection with [`TcpAction::apply`]).
 
-// pub mod action_table;
-// pub mod actions;
+pub mod action_table;
+pub mod actions;
 mod error;
 pub mod events;
 pub mod hysteresis;
@@ -39,15 +39,15 @@ pub mod status_auth;
 pub mod status_wire;
 pub mod subscriptions;
 pub mod table;
-// pub mod tcp_actions;
-// pub mod udp_gate;
+pub mod tcp_actions;
+pub mod udp_gate;
 pub mod watermarks;
 
 #[cfg(test)]
 mod tests;
 
-// pub use action_table::{ActionTable, Decided, EntryId, Fired};
-// pub use actions::{Action, Knob, TcpAction, UdpAction};
+pub use action_table::{ActionTable, Decided, EntryId, Fired};
+pub use actions::{Action, Knob, TcpAction, UdpAction};
 pub use error::EnvError;
 pub use events::EnvEvent;
 pub use hysteresis::Hysteresis;
@@ -56,5 +56,5 @@ pub use status_auth::{StatusError, StatusSigner, StatusVerifier};
 pub use status_wire::{StatusKey, StatusMessage};
 pub use subscriptions::{Delivery, EventHub, SubscriberId};
 pub use table::EnvTable;
-// pub use udp_gate::{GateEvent, SendVerdict, UdpActionGate, UdpMode};
+pub use udp_gate::{GateEvent, GateStats, SendVerdict, UdpActionGate, UdpMode};
 pub use watermarks::{Level, LevelKind, LevelMask, Watermarks};
