@@ -17,7 +17,7 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
-//! - [`env`]: environment events (papers/001): device parameters, generalized watermarks,
+//! - [`env`](mod@env): environment events (papers/001): device parameters, generalized watermarks,
 //!   hysteresis, subscriptions, the authenticated status message, action tables for UDP/TCP;
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 

@@ -199,3 +199,144 @@ fn test_setting_watermarks_makes_a_baseline() {
     let ev = set(&mut env, t(1), &d, &p, 55.0);
     assert_eq!(levels(&ev), Some((LevelMask::of(&[4]), LevelMask::EMPTY)));
 }
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Up to 12 levels at distinct multiples of 5 in 0..100, each high or low.
+    fn arb_levels() -> impl Strategy<Value = Vec<Level>> {
+        proptest::collection::btree_map(0u32..20, any::<bool>(), 1..12).prop_map(|m| {
+            m.into_iter()
+                .map(|(v, high)| {
+                    let v = f64::from(v * 5);
+                    if high { Level::high(v) } else { Level::low(v) }
+                })
+                .collect()
+        })
+    }
+
+    /// Values that often sit exactly on a level.
+    fn arb_values() -> impl Strategy<Value = Vec<f64>> {
+        proptest::collection::vec((0u32..42).prop_map(|v| f64::from(v) * 2.5), 1..60)
+    }
+
+    /// §3 read literally, on level values rather than bit masks.
+    fn model(
+        levels: &[Level],
+        state: &mut Vec<usize>,
+        old: f64,
+        new: f64,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let violated: Vec<usize> = levels
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| match l.kind {
+                LevelKind::High => old < l.value && l.value <= new,
+                LevelKind::Low => old > l.value && l.value >= new,
+            })
+            .map(|(i, _)| i)
+            .collect();
+        let cleared: Vec<usize> = state
+            .iter()
+            .copied()
+            .filter(|&s| {
+                violated
+                    .iter()
+                    .any(|&v| match (levels[s].kind, levels[v].kind) {
+                        (LevelKind::High, LevelKind::Low) => levels[v].value < levels[s].value,
+                        (LevelKind::Low, LevelKind::High) => levels[v].value > levels[s].value,
+                        _ => false,
+                    })
+            })
+            .collect();
+        state.retain(|s| !cleared.contains(s));
+        for v in &violated {
+            if !state.contains(v) {
+                state.push(*v);
+            }
+        }
+        (violated, cleared)
+    }
+
+    fn mask(v: &[usize]) -> LevelMask {
+        LevelMask::of(&v.iter().map(|&i| i as u16).collect::<Vec<_>>())
+    }
+
+    proptest! {
+        #[test]
+        fn prop_events_follow_section3(levels in arb_levels(), values in arb_values()) {
+            let (d, p) = (dev("x"), Param::Loss);
+            let mut env = EnvTable::new();
+            env.set_dev_param_wms(&d, &p, Watermarks::new(levels.clone()).unwrap()).unwrap();
+            let mut state = Vec::new();
+            let mut prev: Option<f64> = None;
+            for (i, v) in values.iter().enumerate() {
+                let ev = set(&mut env, t(i as u64), &d, &p, *v);
+                let expected = prev.map(|old| model(&levels, &mut state, old, *v));
+                match expected {
+                    Some((violated, cleared)) if !violated.is_empty() => {
+                        let ev = ev.unwrap();
+                        prop_assert_eq!(ev.violated, mask(&violated));
+                        prop_assert_eq!(ev.cleared, mask(&cleared));
+                    }
+                    _ => prop_assert!(ev.is_none()),
+                }
+                prop_assert_eq!(env.violated(&d, &p), mask(&state));
+                prev = Some(*v);
+            }
+        }
+
+        /// Whatever the updates, a complex action is active exactly when one of its gates has
+        /// its threshold of violated inputs, and it fires exactly when it becomes active.
+        #[test]
+        fn prop_threshold_circuit_matches_its_definition(
+            gates in proptest::collection::vec(
+                (proptest::collection::btree_set((0usize..3, 0u16..4), 1..4), 1u32..4),
+                1..4,
+            ),
+            updates in proptest::collection::vec((0usize..3, 0u32..10), 1..80),
+        ) {
+            let params = [Param::Cost, Param::Loss, Param::Latency];
+            let d = dev("x");
+            let mut env = EnvTable::new();
+            let w = Watermarks::new(vec![
+                Level::low(10.0),
+                Level::high(20.0),
+                Level::low(30.0),
+                Level::high(40.0),
+            ])
+            .unwrap();
+            for p in &params {
+                env.set_dev_param_wms(&d, p, w.clone()).unwrap();
+                env.set_dev_param(t(0), &d, p, 25.0).unwrap();
+            }
+            let mut table = ActionTable::new(d.clone());
+            let mut id = None;
+            let mut defs = Vec::new();
+            for (inputs, threshold) in &gates {
+                let inputs: Vec<(Param, u16)> =
+                    inputs.iter().map(|(p, l)| (params[*p].clone(), *l)).collect();
+                let threshold = (*threshold).min(inputs.len() as u32);
+                id = Some(table.add_gate(UdpAction::Fail, threshold, &inputs).unwrap());
+                defs.push((inputs, threshold));
+            }
+            let id = id.unwrap();
+            let mut was_active = false;
+            for (i, (p, v)) in updates.iter().enumerate() {
+                env.set_dev_param(t(1 + i as u64), &d, &params[*p], f64::from(*v) * 5.0).unwrap();
+                let mut fired = 0;
+                while let Some(ev) = env.poll_event() {
+                    fired += table.handle_event(&ev).len();
+                }
+                let active = defs.iter().any(|(inputs, threshold)| {
+                    let on = inputs.iter().filter(|(p, l)| env.violated(&d, p).contains(*l)).count();
+                    on as u32 >= *threshold
+                });
+                prop_assert_eq!(table.is_active(id), active);
+                prop_assert_eq!(fired, usize::from(active && !was_active));
+                was_active = active;
+            }
+        }
+    }
+}
