@@ -26,7 +26,7 @@ pub enum EnvError {
     },
     /// Level values must be finite and strictly increasing with the index.
     #[error(
-        "level {index} is not finite or not above level {index}-1; give levels in increasing order"
+        "level {index} is not finite or not above the level before it; give levels in increasing order"
     )]
     LevelsNotIncreasing {
         /// The first offending level.
