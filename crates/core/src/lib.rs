@@ -17,6 +17,8 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`env`](mod@env): environment events (papers/001): device parameters, generalized watermarks,
+//!   hysteresis, subscriptions, the authenticated status message, action tables for UDP/TCP;
 //! - [`session`]: connection set-up for the real engine (stateless retry tokens, keep-alive,
 //!   close);
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
@@ -37,6 +39,7 @@ pub mod cbr;
 pub mod cc;
 pub mod cm;
 pub mod convert;
+pub mod env;
 pub mod nai;
 pub mod rtt;
 pub mod session;
