@@ -17,6 +17,8 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`adtcp`]: ADTCP (papers/004): receiver-side identification of congestion, channel
+//!   error, route change and disconnection, and the sender policy that acts on it;
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -30,6 +32,7 @@
     )
 )]
 
+pub mod adtcp;
 pub mod atp;
 pub mod cbr;
 pub mod cc;

@@ -527,6 +527,7 @@ impl Connection {
                 value: ts_clock(now),
                 echo: if passive { self.ts_recent } else { 0 },
             }),
+            adtcp: None,
         };
         Some(Segment {
             repr,
@@ -565,6 +566,7 @@ impl Connection {
                 value: ts_clock(now),
                 echo: self.ts_recent,
             }),
+            adtcp: None,
         }
     }
 
