@@ -49,7 +49,8 @@ const FLAG_ROUTE_CHANGE: u8 = 0x04;
 /// The contents of one ADTCP option.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct AdtcpOption {
-    /// The sender of this segment, as a receiver, reports the state it identified.
+    /// The sender of this segment, as a receiver, reports the state it identified; `None`:
+    /// no report (it cannot judge now, see [`super::Receiver::report`]).
     pub report: Option<StateReport>,
     /// The sender of this segment stamped it: its clock in microseconds modulo 2^32 (see
     /// [`send_clock_us`]).

@@ -138,10 +138,19 @@ impl Receiver {
         Some(id)
     }
 
-    /// The state to report in outgoing segments: that of the latest closed interval (none
-    /// before the first closes). Repeated in every ACK until the next interval closes.
+    /// The state to report in outgoing segments: that of the latest closed interval,
+    /// repeated in every ACK until the next interval closes.
+    ///
+    /// None while the congestion rule cannot be evaluated — before the first interval closes,
+    /// while the IDD or STT history is too short, or when the interval had no IDD sample (no
+    /// sending times, or a single packet). "Not congested" is then unknown, and a report of
+    /// "normal" would let the sender read its next timeout as a disconnection and keep its
+    /// window: the incompatible error that makes a sender unfriendly (papers/004 §3). Without
+    /// a report, the sender acts as standard TCP.
     pub fn report(&self) -> Option<StateReport> {
-        self.last.map(|id| id.report)
+        self.last
+            .filter(|id| id.levels.idd != Level::Unknown && id.levels.stt != Level::Unknown)
+            .map(|id| id.report)
     }
 
     /// The latest identification.

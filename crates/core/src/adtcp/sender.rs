@@ -101,7 +101,8 @@ pub struct AdtcpSender {
     config: SenderConfig,
     /// The window arithmetic: NewReno's, saved and restored around non-congestion events.
     cc: NewReno,
-    /// The latest state report from the receiver (none from a conventional receiver).
+    /// The latest state report from the receiver (none from a conventional receiver, or
+    /// when the receiver said it cannot judge).
     report: Option<StateReport>,
     /// Set while in a channel-error or route-change recovery.
     restore: Option<Restore>,
@@ -313,8 +314,8 @@ impl CongestionController for AdtcpSender {
         }
     }
 
-    fn on_network_state(&mut self, _now: Time, report: StateReport) {
-        self.report = Some(report);
+    fn on_network_state(&mut self, _now: Time, report: Option<StateReport>) {
+        self.report = report;
     }
 
     fn max_segment_bytes(&self) -> Option<u64> {

@@ -388,9 +388,9 @@ impl Connection {
         if repr.flags.ack {
             // ADTCP: the controller learns the receiver's report before the ACK's event.
             if self.config.adtcp
-                && let Some(report) = repr.adtcp.and_then(|o| o.report)
+                && let Some(o) = repr.adtcp
             {
-                self.send.cc_mut().on_network_state(now, report);
+                self.send.cc_mut().on_network_state(now, o.report);
             }
             let ack = seq::from_wire(self.iss, repr.ack, self.send.una());
             let window_unchanged = repr.window == self.last_peer_window;
@@ -602,15 +602,12 @@ impl Connection {
                 value: ts_clock(now),
                 echo: self.ts_recent,
             }),
-            // ADTCP: the latest identified state, repeated in every segment (papers/004 §4).
-            adtcp: self
-                .adtcp_rx
-                .as_ref()
-                .and_then(|rx| rx.report())
-                .map(|report| crate::adtcp::AdtcpOption {
-                    report: Some(report),
-                    sent_us: None,
-                }),
+            // ADTCP: the latest identified state, repeated in every segment (papers/004 §4);
+            // the option without a report says "cannot judge now".
+            adtcp: self.adtcp_rx.as_ref().map(|rx| crate::adtcp::AdtcpOption {
+                report: rx.report(),
+                sent_us: None,
+            }),
         }
     }
 

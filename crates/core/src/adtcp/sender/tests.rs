@@ -20,7 +20,7 @@ fn ack(acked: u64, flight: u64) -> AckInfo {
 fn sender(report: Option<StateReport>) -> AdtcpSender {
     let mut s = AdtcpSender::with_state(20 * SMSS, 15 * SMSS, SenderConfig::default());
     if let Some(r) = report {
-        s.on_network_state(T0, r);
+        s.on_network_state(T0, Some(r));
     }
     s
 }
@@ -86,7 +86,7 @@ fn test_established_third_dup_ack_channel_error_keeps_the_window() {
 #[test]
 fn test_established_channel_error_in_slow_start_stays_in_slow_start() {
     let mut s = AdtcpSender::new(4 * SMSS, SenderConfig::default());
-    s.on_network_state(T0, CHANNEL_ERROR);
+    s.on_network_state(T0, Some(CHANNEL_ERROR));
     s.on_congestion_event(T0, CongestionSignal::DuplicateAcks, 4 * SMSS, SMSS);
     s.on_recovery_end(T0, &ack(4 * SMSS, 0));
     assert_eq!(window(&s), (4 * SMSS, Some(u64::MAX)));
@@ -101,7 +101,7 @@ fn test_established_third_dup_ack_route_change_sets_ssthresh_to_cwnd() {
         s.on_ack(T0, &ack(SMSS, 0)); // slow start to 20 segments
     }
     assert_eq!(window(&s), (20 * SMSS, Some(u64::MAX)));
-    s.on_network_state(T0, ROUTE_CHANGE);
+    s.on_network_state(T0, Some(ROUTE_CHANGE));
     s.on_congestion_event(T0, CongestionSignal::DuplicateAcks, 20 * SMSS, SMSS);
     assert_eq!(window(&s), (23 * SMSS, Some(20 * SMSS)));
     s.on_recovery_end(T0, &ack(20 * SMSS, 5 * SMSS));
@@ -192,7 +192,7 @@ fn test_probing_closes_after_max_failures() {
             max_probe_failures: 3,
         },
     );
-    s.on_network_state(T0, StateReport::NORMAL);
+    s.on_network_state(T0, Some(StateReport::NORMAL));
     s.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
     assert_eq!(s.max_segment_bytes(), Some(40));
     for failures in 1..3 {
@@ -228,7 +228,7 @@ fn test_timeout_during_channel_error_recovery_freezes_the_saved_window() {
 fn test_timeout_after_congestion_report_during_recovery_is_newreno() {
     let mut s = sender(Some(CHANNEL_ERROR));
     s.on_congestion_event(T0, CongestionSignal::DuplicateAcks, 20 * SMSS, SMSS);
-    s.on_network_state(T0, CONGESTION);
+    s.on_network_state(T0, Some(CONGESTION));
     s.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
     assert_eq!(window(&s), (SMSS, Some(10 * SMSS)));
     // The recovery that was interrupted does not restore anything later.
@@ -257,8 +257,18 @@ fn test_sack_recovery_from_channel_error_keeps_the_window() {
 #[test]
 fn test_reports_only_change_the_next_reaction() {
     let mut s = sender(None);
-    s.on_network_state(T0, CHANNEL_ERROR);
+    s.on_network_state(T0, Some(CHANNEL_ERROR));
     assert_eq!(window(&s), (20 * SMSS, Some(15 * SMSS)));
     assert_eq!(s.report(), Some(CHANNEL_ERROR));
     assert_eq!(s.name(), "adtcp");
+}
+
+#[test]
+fn test_report_withdrawn_falls_back_to_newreno() {
+    let mut s = sender(Some(StateReport::NORMAL));
+    s.on_network_state(T0, None);
+    assert_eq!(s.report(), None);
+    s.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
+    assert_eq!(s.phase(), Phase::Established);
+    assert_eq!(window(&s), (SMSS, Some(10 * SMSS)));
 }
