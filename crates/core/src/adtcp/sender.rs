@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | third duplicate ACK | congestion, normal, none | NewReno fast retransmit/recovery (RFC 5681, RFC 6582) |
 //! | third duplicate ACK | channel error | retransmit; recovery inflates as NewReno's would, then `cwnd` and `ssthresh` are what they were |
-//! | third duplicate ACK | route change | retransmit; then `ssthresh = cwnd` (the old `cwnd`): continue in congestion avoidance |
+//! | third duplicate ACK | route change | retransmit; then `ssthresh = cwnd` (the old `cwnd`, at least 2 SMSS): continue in congestion avoidance |
 //! | RTO | congestion, or no report ever | NewReno: `ssthresh = FlightSize/2`, `cwnd = 1 SMSS` |
 //! | RTO | anything else: disconnection | freeze `cwnd`/`ssthresh`, enter **probing** |
 //! | RTO while probing | — | the probe failed; another follows after the backed-off RTO; after `max_probe_failures` the connection closes |
@@ -220,17 +220,19 @@ impl AdtcpSender {
         match state {
             NetworkState::ChannelError | NetworkState::RouteChange => {
                 let before = self.current_restore();
+                // RFC 5681 §3.1 eq. (4) keeps ssthresh at two segments or more.
+                let cwnd_floor = before.cwnd.max(2 * smss);
                 self.restore = Some(Restore {
                     cwnd: before.cwnd,
                     ssthresh: if state == NetworkState::RouteChange {
-                        before.cwnd
+                        cwnd_floor
                     } else {
                         before.ssthresh
                     },
                 });
                 // Recover as NewReno would with ssthresh = cwnd: the window is not halved, and
                 // it inflates by the segments that left the network (RFC 6582 §3.2 step 2).
-                self.cc = NewReno::with_state(before.cwnd.saturating_add(3 * smss), before.cwnd);
+                self.cc = NewReno::with_state(before.cwnd.saturating_add(3 * smss), cwnd_floor);
             }
             _ => {
                 self.restore = None;

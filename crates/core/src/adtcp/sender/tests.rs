@@ -272,3 +272,77 @@ fn test_report_withdrawn_falls_back_to_newreno() {
     assert_eq!(s.phase(), Phase::Established);
     assert_eq!(window(&s), (SMSS, Some(10 * SMSS)));
 }
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Report(Option<(bool, bool, bool)>),
+        Ack(u64),
+        DupAcks(u64),
+        RecoveryDupAck,
+        PartialAck(u64),
+        RecoveryEnd(u64),
+        Timeout(u64),
+        Ecn(u64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let bytes = 0u64..40 * SMSS;
+        prop_oneof![
+            proptest::option::of((any::<bool>(), any::<bool>(), any::<bool>()))
+                .prop_map(Op::Report),
+            bytes.clone().prop_map(Op::Ack),
+            bytes.clone().prop_map(Op::DupAcks),
+            Just(Op::RecoveryDupAck),
+            bytes.clone().prop_map(Op::PartialAck),
+            bytes.clone().prop_map(Op::RecoveryEnd),
+            bytes.clone().prop_map(Op::Timeout),
+            bytes.prop_map(Op::Ecn),
+        ]
+    }
+
+    proptest! {
+        /// Any sequence of events: the window never vanishes, ssthresh never drops below two
+        /// segments once set by a congestion reaction, probing allows exactly one segment in
+        /// flight and limits its size, and closed is final.
+        #[test]
+        fn invariants_hold_after_every_event(ops in proptest::collection::vec(op(), 1..200)) {
+            let mut s = AdtcpSender::new(4 * SMSS, SenderConfig { probe_bytes: 7, max_probe_failures: 3 });
+            let mut closed = false;
+            for op in ops {
+                match op {
+                    Op::Report(r) => s.on_network_state(T0, r.map(|(congestion, channel_error, route_change)| {
+                        StateReport { congestion, channel_error, route_change }
+                    })),
+                    Op::Ack(b) => s.on_ack(T0, &ack(b, b)),
+                    Op::DupAcks(f) => s.on_congestion_event(T0, CongestionSignal::DuplicateAcks, f, SMSS),
+                    Op::RecoveryDupAck => s.on_recovery_dup_ack(T0, SMSS),
+                    Op::PartialAck(b) => s.on_partial_ack(T0, &ack(b, b)),
+                    Op::RecoveryEnd(f) => s.on_recovery_end(T0, &ack(SMSS, f)),
+                    Op::Timeout(f) => s.on_congestion_event(T0, CongestionSignal::Timeout, f, SMSS),
+                    Op::Ecn(f) => s.on_congestion_event(T0, CongestionSignal::Ecn, f, SMSS),
+                }
+                prop_assert!(s.window() >= 1);
+                if let Some(ss) = s.ssthresh() {
+                    prop_assert!(ss >= 2 * SMSS);
+                }
+                prop_assert!(!closed || s.phase() == Phase::Closed, "closed is final");
+                closed = s.phase() == Phase::Closed;
+                prop_assert_eq!(s.close_requested(), closed);
+                match s.phase() {
+                    Phase::Probing { failures } => {
+                        prop_assert!(failures < 3);
+                        prop_assert_eq!(s.max_segment_bytes(), Some(7));
+                        prop_assert_eq!(s.send_permit(T0, 0, 7), SendPermit::Now);
+                        prop_assert_eq!(s.send_permit(T0, 7, 7), SendPermit::Blocked);
+                    }
+                    Phase::Closed => prop_assert_eq!(s.send_permit(T0, 0, 1), SendPermit::Blocked),
+                    Phase::Established => prop_assert_eq!(s.max_segment_bytes(), None),
+                }
+            }
+        }
+    }
+}
