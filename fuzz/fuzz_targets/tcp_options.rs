@@ -44,6 +44,7 @@ fuzz_target!(|data: &[u8]| {
             value: u32_at(rest, 12),
             echo: u32_at(rest, 13),
         }),
+        adtcp: None,
     };
     let len = repr.buffer_len();
     assert!(len <= 60);

@@ -17,6 +17,8 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`adtcp`]: ADTCP (papers/004): receiver-side identification of congestion, channel
+//!   error, route change and disconnection, and the sender policy that acts on it;
 //! - [`env`](mod@env): environment events (papers/001): device parameters, generalized watermarks,
 //!   hysteresis, subscriptions, the authenticated status message, action tables for UDP/TCP;
 //! - [`session`]: connection set-up for the real engine (stateless retry tokens, keep-alive,
@@ -34,6 +36,7 @@
     )
 )]
 
+pub mod adtcp;
 pub mod atp;
 pub mod cbr;
 pub mod cc;

@@ -14,7 +14,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let conn = client.connect(server.local_addr()).await?;
     let mut incoming = server.accept().await.ok_or("server stopped")?;
     let start = Instant::now();
-    let h = conn.send(vec![7u8; mb << 20], SendOptions::default()).await?;
+    let h = conn
+        .send(vec![7u8; mb << 20], SendOptions::default())
+        .await?;
     let m = incoming.recv().await.ok_or("closed")?;
     let stats = conn.stats().await?;
     let secs = start.elapsed().as_secs_f64();

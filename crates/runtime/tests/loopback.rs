@@ -92,8 +92,10 @@ async fn high_priority_overtakes_a_bulk_transfer() {
         priority: Priority(1),
         ..SendOptions::default()
     };
-    let bulk = c.send(vec![7; 16 << 20], low).await.expect("admitted");
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Large enough that it is still in flight when the urgent message comes (loopback moves
+    // a few hundred Mbit/s here).
+    let bulk = c.send(vec![7; 48 << 20], low).await.expect("admitted");
+    tokio::time::sleep(Duration::from_millis(20)).await;
     let high = SendOptions {
         priority: Priority(0),
         ..SendOptions::default()
@@ -103,9 +105,10 @@ async fn high_priority_overtakes_a_bulk_transfer() {
         .await
         .expect("in time")
         .expect("message");
-    assert_eq!(
-        first.data, b"urgent",
-        "the high-priority message arrives first"
+    assert!(
+        first.data == b"urgent",
+        "the high-priority message arrives first (got {} bytes)",
+        first.data.len()
     );
     assert!(matches!(
         urgent.outcome().await.unwrap(),
@@ -115,7 +118,7 @@ async fn high_priority_overtakes_a_bulk_transfer() {
         .await
         .expect("in time")
         .expect("message");
-    assert_eq!(second.data.len(), 16 << 20);
+    assert_eq!(second.data.len(), 48 << 20);
     assert!(matches!(
         bulk.outcome().await.unwrap(),
         Outcome::Delivered { .. }

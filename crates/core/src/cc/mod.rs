@@ -20,6 +20,14 @@
 //! With SACK (RFC 6675), entering recovery is `on_congestion_event` followed by
 //! [`on_pipe_recovery_start`](CongestionController::on_pipe_recovery_start), and recovery
 //! makes no `on_recovery_dup_ack` / `on_partial_ack` calls.
+//!
+//! Policy controllers (ADTCP, papers/004) have three more hooks, all no-ops by default: the
+//! network-state report (or its absence) in an ACK carrying the ADTCP option is passed to
+//! [`on_network_state`](CongestionController::on_network_state) *before* the ACK itself is
+//! processed (so the event it triggers sees the report);
+//! [`max_segment_bytes`](CongestionController::max_segment_bytes) lets the controller shrink
+//! the next segment (small probes); and [`close_requested`](CongestionController::close_requested)
+//! lets it give up on the connection, checked after each retransmission timeout.
 
 mod newreno;
 
@@ -101,6 +109,24 @@ pub trait CongestionController: fmt::Debug {
 
     /// May a segment of `bytes` be sent now, with `bytes_in_flight` already outstanding?
     fn send_permit(&mut self, now: Time, bytes_in_flight: u64, bytes: u64) -> SendPermit;
+
+    /// The receiver reported the network state it identified (papers/004): called for every
+    /// ACK that carries the ADTCP option, before the ACK is processed. `None`: the receiver
+    /// cannot judge the state now (too little history, or no sending times), so the sender
+    /// should act as standard TCP. The default ignores it.
+    fn on_network_state(&mut self, _now: Time, _report: Option<crate::adtcp::StateReport>) {}
+
+    /// The largest segment payload the controller allows now, if smaller than the SMSS (e.g.
+    /// ADTCP's small probes while disconnected). The default imposes no limit.
+    fn max_segment_bytes(&self) -> Option<u64> {
+        None
+    }
+
+    /// The controller gave up on the path (e.g. ADTCP after repeated failed probes): the
+    /// stream aborts the connection. Checked after each retransmission timeout.
+    fn close_requested(&self) -> bool {
+        false
+    }
 
     /// The current congestion window in bytes (for metrics and traces).
     fn window(&self) -> u64;

@@ -32,6 +32,16 @@ impl NewReno {
             ca_acked: 0,
         }
     }
+
+    /// A controller in a given state: `cwnd` and `ssthresh` in bytes (for policies that save
+    /// and restore the window, such as ADTCP's).
+    pub fn with_state(cwnd: u64, ssthresh: u64) -> NewReno {
+        NewReno {
+            cwnd: cwnd.max(1),
+            ssthresh,
+            ca_acked: 0,
+        }
+    }
 }
 
 /// The initial congestion window a connection starts with (a per-connection option).

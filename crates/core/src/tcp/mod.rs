@@ -67,6 +67,11 @@ pub struct TcpConfig {
     /// Offer timestamps (RFC 7323); used when the peer offers them too, for RTT samples from
     /// every new ACK (RTTM). Off by default.
     pub timestamps: bool,
+    /// Speak ADTCP (papers/004, [`crate::adtcp`]): stamp data segments with their sending
+    /// time, identify the network state of arriving data and report it in every segment sent,
+    /// and pass the peer's reports to the congestion controller. No negotiation: a
+    /// conventional peer ignores the option. Off by default.
+    pub adtcp: bool,
 }
 
 impl Default for TcpConfig {
@@ -81,6 +86,7 @@ impl Default for TcpConfig {
             limited_transmit: false,
             sack: false,
             timestamps: false,
+            adtcp: false,
         }
     }
 }
@@ -173,6 +179,8 @@ pub struct Connection {
     ts_recent: u32,
     /// RFC 7323 §4.3 Last.ACK.sent, as a stream position.
     last_ack_sent: u64,
+    /// ADTCP network-state identification of arriving data (with `config.adtcp`).
+    adtcp_rx: Option<crate::adtcp::Receiver>,
     readable_signalled: bool,
     send_closed_signalled: bool,
     peer_closed_signalled: bool,
@@ -231,6 +239,11 @@ impl Connection {
         let mut send = SendHalf::new(mss, config.rto, cc);
         send.set_limited_transmit(config.limited_transmit);
         let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack);
+        let adtcp_rx = if config.adtcp {
+            crate::adtcp::Receiver::new(crate::adtcp::ReceiverConfig::default()).ok()
+        } else {
+            None
+        };
         Connection {
             config,
             state: State::SynSent,
@@ -251,6 +264,7 @@ impl Connection {
             ts_ok: false,
             ts_recent: 0,
             last_ack_sent: 0,
+            adtcp_rx,
             readable_signalled: false,
             send_closed_signalled: false,
             peer_closed_signalled: false,
@@ -346,6 +360,17 @@ impl Connection {
                 self.ts_recent = ts.value;
             }
         }
+        if len > 0
+            && let Some(rx) = self.adtcp_rx.as_mut()
+        {
+            let arrival = crate::adtcp::metrics::Arrival {
+                at: now,
+                seq: seg_pos,
+                len,
+                sent_us: repr.adtcp.and_then(|o| o.sent_us),
+            };
+            rx.on_arrival(&arrival, self.send.rtt().srtt());
+        }
         if len > 0 || repr.flags.fin {
             let pos = seg_pos;
             let advanced = self.recv.on_segment(now, pos, len, repr.flags.fin);
@@ -361,6 +386,12 @@ impl Connection {
 
         // Sender side: the acknowledgement and the window.
         if repr.flags.ack {
+            // ADTCP: the controller learns the receiver's report before the ACK's event.
+            if self.config.adtcp
+                && let Some(o) = repr.adtcp
+            {
+                self.send.cc_mut().on_network_state(now, o.report);
+            }
             let ack = seq::from_wire(self.iss, repr.ack, self.send.una());
             let window_unchanged = repr.window == self.last_peer_window;
             self.last_peer_window = repr.window;
@@ -456,6 +487,11 @@ impl Connection {
                 if let Some(seg) = self.send.next_segment(now, &mut self.stats) {
                     let mut repr = self.header(now, seq::to_wire(self.iss, seg.pos));
                     repr.flags.fin = seg.fin;
+                    if self.config.adtcp && seg.len > 0 {
+                        let mut o = repr.adtcp.unwrap_or_default();
+                        o.sent_us = Some(crate::adtcp::option::send_clock_us(now));
+                        repr.adtcp = Some(o);
+                    }
                     repr.flags.psh = seg.len > 0;
                     self.recv.on_ack_sent(now);
                     return Some(Segment {
@@ -527,6 +563,7 @@ impl Connection {
                 value: ts_clock(now),
                 echo: if passive { self.ts_recent } else { 0 },
             }),
+            adtcp: None,
         };
         Some(Segment {
             repr,
@@ -565,6 +602,12 @@ impl Connection {
                 value: ts_clock(now),
                 echo: self.ts_recent,
             }),
+            // ADTCP: the latest identified state, repeated in every segment (papers/004 §4);
+            // the option without a report says "cannot judge now".
+            adtcp: self.adtcp_rx.as_ref().map(|rx| crate::adtcp::AdtcpOption {
+                report: rx.report(),
+                sent_us: None,
+            }),
         }
     }
 
@@ -595,7 +638,12 @@ impl Connection {
                 self.send.note_backoff();
                 self.syn_due = true;
             }
-            State::Established => self.send.on_rto(now, &mut self.stats),
+            State::Established => {
+                self.send.on_rto(now, &mut self.stats);
+                if self.send.cc().close_requested() {
+                    self.abort();
+                }
+            }
             State::Aborted => {}
         }
     }
@@ -626,7 +674,19 @@ impl Connection {
         }
     }
 
+    /// Replaces (or, with `None`, removes) the ADTCP receiver that identifies the network
+    /// state of arriving data — e.g. one with a non-default [`crate::adtcp::ReceiverConfig`].
+    /// Its reports go out in every segment whether or not `config.adtcp` is set.
+    pub fn set_adtcp_receiver(&mut self, rx: Option<crate::adtcp::Receiver>) {
+        self.adtcp_rx = rx;
+    }
+
     // ----- queries -----
+
+    /// The ADTCP receiver, if this connection identifies network states.
+    pub fn adtcp_receiver(&self) -> Option<&crate::adtcp::Receiver> {
+        self.adtcp_rx.as_ref()
+    }
 
     /// Connection state.
     pub fn state(&self) -> State {

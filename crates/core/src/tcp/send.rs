@@ -500,7 +500,8 @@ impl SendHalf {
         Some(seg)
     }
 
-    /// The segment starting at `pos`: up to one SMSS of data, plus the FIN if it fits. With
+    /// The segment starting at `pos`: up to one SMSS of data (less if the controller asks, see
+    /// `CongestionController::max_segment_bytes`), plus the FIN if it fits. With
     /// SACK, it stops where SACKed data begins, so nothing the receiver holds is resent.
     fn segment_at(&self, pos: u64) -> DataSegment {
         let mut data_left = self.data_end.saturating_sub(pos);
@@ -509,7 +510,12 @@ impl SendHalf {
         {
             data_left = data_left.min(next - pos);
         }
-        let len = data_left.min(self.smss);
+        // A controller may ask for smaller segments (ADTCP probes).
+        let max = self
+            .cc
+            .max_segment_bytes()
+            .map_or(self.smss, |m| m.clamp(1, self.smss));
+        let len = data_left.min(max);
         let fin = self.fin_pos() == Some(pos + len);
         DataSegment {
             pos,

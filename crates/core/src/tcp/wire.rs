@@ -2,8 +2,9 @@
 //!
 //! Only what the stream uses is interpreted: ports, sequence and acknowledgement numbers,
 //! the SYN/ACK/FIN/RST/PSH/ECE/CWR flags, the window, and the MSS, window-scale, SACK-permitted,
-//! SACK and timestamp options (RFC 9293 §3.2, RFC 7323 §2–3, RFC 2018 §2–3). Unknown options
-//! are skipped, so new ones can be added without breaking older peers.
+//! SACK and timestamp options (RFC 9293 §3.2, RFC 7323 §2–3, RFC 2018 §2–3), and the ADTCP
+//! option (papers/004, [`crate::adtcp::option`]). Unknown options are skipped, so new ones can
+//! be added without breaking older peers.
 //!
 //! No-panic contract: `parse` returns `Err` for any byte string it cannot read; `emit` never
 //! panics and writes exactly `buffer_len()` bytes (at most 60, the largest data offset). The checksum is emitted as zero:
@@ -11,6 +12,7 @@
 //! TCP checksums by default. Payload bytes are not part of the `Repr`.
 
 use super::options::{MAX_SACK_BLOCKS, SackBlock, SackBlocks, Timestamps};
+use crate::adtcp::option::{self as adtcp_option, AdtcpOption};
 use crate::wire::{Reader, WireError, Writer};
 
 /// Header flags.
@@ -81,6 +83,8 @@ pub struct TcpRepr {
     pub sack: SackBlocks,
     /// Timestamp option, RFC 7323 §3.
     pub timestamps: Option<Timestamps>,
+    /// ADTCP option (papers/004): a state report and/or a sending time.
+    pub adtcp: Option<AdtcpOption>,
 }
 
 /// Fixed header length without options.
@@ -120,6 +124,9 @@ impl TcpRepr {
         if self.timestamps.is_some() {
             len += 10;
         }
+        if let Some(o) = self.adtcp {
+            len += o.buffer_len();
+        }
         len
     }
 
@@ -155,6 +162,7 @@ impl TcpRepr {
         let mut sack_permitted = false;
         let mut sack = SackBlocks::EMPTY;
         let mut timestamps = None;
+        let mut adtcp = None;
         while opts.remaining() > 0 {
             match opts.u8()? {
                 OPT_END => break,
@@ -179,6 +187,11 @@ impl TcpRepr {
                                 echo: t.u32()?,
                             });
                         }
+                        (adtcp_option::KIND, body) => {
+                            if let Some(o) = AdtcpOption::parse_body(body)? {
+                                adtcp = Some(o);
+                            }
+                        }
                         (
                             OPT_MSS | OPT_WSCALE | OPT_SACK_PERMITTED | OPT_SACK | OPT_TIMESTAMPS,
                             _,
@@ -202,6 +215,7 @@ impl TcpRepr {
             sack_permitted,
             sack,
             timestamps,
+            adtcp,
         })
     }
 
@@ -250,6 +264,9 @@ impl TcpRepr {
             w.u8(10)?;
             w.u32(ts.value)?;
             w.u32(ts.echo)?;
+        }
+        if let Some(o) = self.adtcp {
+            o.write(&mut w)?;
         }
         let sack = self.emitted_sack();
         if !sack.is_empty() {
@@ -310,6 +327,7 @@ mod tests {
         sack_permitted: false,
         sack: SackBlocks::EMPTY,
         timestamps: None,
+        adtcp: None,
     };
 
     fn round_trip(repr: TcpRepr) -> TcpRepr {
