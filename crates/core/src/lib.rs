@@ -17,6 +17,7 @@
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
+//! - [`ratectl`]: media-flow rate controllers: LDA/LDAF (papers/002 §3) and TFRC (RFC 5348);
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -36,6 +37,7 @@ pub mod cc;
 pub mod cm;
 pub mod convert;
 pub mod nai;
+pub mod ratectl;
 pub mod rtt;
 pub mod spp;
 pub mod tcp;
