@@ -18,6 +18,7 @@
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
 //! - [`ratectl`]: media-flow rate controllers: LDA/LDAF (papers/002 §3) and TFRC (RFC 5348);
+//! - [`tpba`]: TCP-rate-probing-based adaptation (papers/002): controller, flow pair (fsocket);
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -42,6 +43,7 @@ pub mod rtt;
 pub mod spp;
 pub mod tcp;
 pub mod time;
+pub mod tpba;
 pub mod wire;
 
 #[cfg(test)]
