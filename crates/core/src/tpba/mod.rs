@@ -10,7 +10,11 @@
 
 pub mod config;
 pub mod controller;
+pub mod fsocket;
 pub mod report;
 
 pub use config::{Agreement, LargeDecrease, Sampling, TpbaConfig};
 pub use controller::{Controller, Period, RunningEnd, TpbaEvent, cwnd_new};
+pub use fsocket::{
+    FSocket, FlowPath, FlowTransmit, FsConfig, FsError, FsEvent, TcpCommand, TcpStatus,
+};
