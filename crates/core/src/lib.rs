@@ -23,6 +23,8 @@
 //!   hysteresis, subscriptions, the authenticated status message, action tables for UDP/TCP;
 //! - [`session`]: connection set-up for the real engine (stateless retry tokens, keep-alive,
 //!   close);
+//! - [`ratectl`]: media-flow rate controllers: LDA/LDAF (papers/002 §3) and TFRC (RFC 5348);
+//! - [`tpba`]: TCP-rate-probing-based adaptation (papers/002): controller, flow pair (fsocket);
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
@@ -44,11 +46,13 @@ pub mod cm;
 pub mod convert;
 pub mod env;
 pub mod nai;
+pub mod ratectl;
 pub mod rtt;
 pub mod session;
 pub mod spp;
 pub mod tcp;
 pub mod time;
+pub mod tpba;
 pub mod wire;
 
 #[cfg(test)]
