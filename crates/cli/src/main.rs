@@ -46,8 +46,8 @@ enum Command {
         /// filesystem, overload, random) or a file with one `[[workloads]]` entry.
         #[arg(long, default_value = "prioritised")]
         workload: String,
-        /// Transport.
-        #[arg(long, value_enum, default_value = "atp")]
+        /// Transport: atp, nai-tcp, or nai-mtcpK (K connections for the highest level).
+        #[arg(long, default_value = "atp")]
         transport: commands::real::Transport,
         /// Seconds of the workload to run.
         #[arg(short = 't', long, default_value_t = 10.0)]

@@ -9,6 +9,7 @@
 //!   arriving as a stream, bandwidth notifications;
 //! * [`iface`]: what ATP's estimator reads on a Linux host (interface byte counters and the
 //!   socket's send-queue backlog), the counterpart of the paper's FreeBSD `ifmib` reading.
+//! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
 //!
 //! ```no_run
 //! use adaptnet_runtime::atp::{AtpEndpoint, EndpointOptions};
@@ -33,3 +34,4 @@
 pub mod atp;
 pub mod clock;
 pub mod iface;
+pub mod naitcp;

@@ -4,6 +4,7 @@
 
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageSpec};
+use adaptnet_core::nai::baseline::BaselineKind;
 use adaptnet_core::nai::{NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions};
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
@@ -11,6 +12,7 @@ use adaptnet_experiments::nai::workloads::{level_name, messages};
 use adaptnet_experiments::report::plot::line_chart_of;
 use adaptnet_experiments::report::table::Table;
 use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, Error as RtError};
+use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -19,11 +21,81 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
-/// The transports `send` knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// The transports `send` knows: `atp`, `nai-tcp`, `nai-mtcpK` (K connections for the highest
+/// level, e.g. `nai-mtcp1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {
     /// ATP over UDP (SPP), with its bandwidth estimator.
     Atp,
+    /// NAI-TCP over one kernel TCP connection.
+    NaiTcp,
+    /// NAI-MTCPk over one kernel TCP connection per level, k for the highest.
+    NaiMtcp(u8),
+}
+
+impl std::str::FromStr for Transport {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Transport, String> {
+        match s {
+            "atp" => Ok(Transport::Atp),
+            "nai-tcp" => Ok(Transport::NaiTcp),
+            _ => s
+                .strip_prefix("nai-mtcp")
+                .and_then(|k| {
+                    if k.is_empty() {
+                        Some(1)
+                    } else {
+                        k.parse().ok()
+                    }
+                })
+                .filter(|k| (1..=8).contains(k))
+                .map(Transport::NaiMtcp)
+                .ok_or_else(|| {
+                    format!("unknown transport {s:?}: use atp, nai-tcp or nai-mtcpK (K in 1..=8)")
+                }),
+        }
+    }
+}
+
+/// A connected sender of any transport.
+enum Client {
+    Atp(Connection),
+    Baseline(BaselineClient),
+}
+
+/// A message's outcome, to be awaited.
+type OutcomeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
+
+impl Client {
+    async fn send(
+        &self,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> std::result::Result<(adaptnet_core::nai::MessageId, OutcomeFuture), RtError> {
+        match self {
+            Client::Atp(c) => {
+                let h = c.send(data, opts).await?;
+                let id = h.id();
+                Ok((
+                    id,
+                    Box::pin(async move { h.outcome().await.unwrap_or(Outcome::Abandoned) }),
+                ))
+            }
+            Client::Baseline(c) => {
+                let h = c.send(data, opts).await?;
+                Ok((h.id(), Box::pin(h.outcome())))
+            }
+        }
+    }
+
+    /// The bandwidth NAI plans with; the baselines have no estimator (0).
+    fn bandwidth(&self) -> f64 {
+        match self {
+            Client::Atp(c) => c.bandwidth(),
+            Client::Baseline(_) => 0.0,
+        }
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime> {
@@ -41,8 +113,21 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
         let server = AtpEndpoint::bind(listen, EndpointOptions::server())
             .await
             .with_context(|| format!("binding {listen}"))?;
-        eprintln!("adaptnet: ATP server listening on {}", server.local_addr());
+        eprintln!("adaptnet: ATP server listening on {} (UDP)", server.local_addr());
         let (tx, mut rx) = mpsc::unbounded_channel::<(u8, usize)>();
+        // The NAI-TCP / NAI-MTCP baselines on the same port number, over TCP.
+        let mut tcp = BaselineServer::bind(server.local_addr())
+            .await
+            .with_context(|| format!("binding TCP {}", server.local_addr()))?;
+        eprintln!("adaptnet: NAI-TCP/MTCP server listening on {} (TCP)", tcp.local_addr());
+        {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Some(m) = tcp.recv().await {
+                    let _ = tx.send((m.priority.0, m.data.len()));
+                }
+            });
+        }
         let start = Instant::now();
         let mut per_level = [0u64; adaptnet_core::nai::MAX_LEVELS as usize];
         let mut bytes = 0u64;
@@ -187,8 +272,8 @@ pub struct LevelTally {
 /// Runs `specs` on `conn` in wall-clock time: each message submitted at its time with its
 /// priority and callback timer (discarded on expiry, as in the paper's experiments); waits
 /// up to `drain` after the last submission for outcomes.
-pub async fn run_workload(
-    conn: &Connection,
+async fn run_workload(
+    conn: &Client,
     specs: &[MessageSpec],
     levels: u8,
     drain: Duration,
@@ -233,14 +318,11 @@ pub async fn run_workload(
         let size = usize::try_from(spec.size_bytes).unwrap_or(usize::MAX);
         let now = at_time(start.elapsed());
         match conn.send(vec![0x5a; size], opts).await {
-            Ok(h) => {
-                ledger.submitted(h.id(), now, spec.size_bytes, &opts);
+            Ok((id, outcome)) => {
+                ledger.submitted(id, now, spec.size_bytes, &opts);
                 let tx = tx.clone();
                 tokio::spawn(async move {
-                    let id = h.id();
-                    if let Ok(o) = h.outcome().await {
-                        let _ = tx.send((id, o));
-                    }
+                    let _ = tx.send((id, outcome.await));
                 });
             }
             Err(RtError::Nai(NaiError::Rejected { id, reason })) => {
@@ -391,18 +473,37 @@ pub struct SendArgs<'a> {
 /// `adaptnet send --to ADDR --workload NAME|FILE`.
 pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
     let (w, specs) = workload(a.experiments, a.workload, a.seed, a.duration)?;
-    let Transport::Atp = a.transport;
     let report = runtime()?.block_on(async {
         let any: SocketAddr = if a.to.is_ipv4() {
             "0.0.0.0:0".parse()?
         } else {
             "[::]:0".parse()?
         };
-        let client = AtpEndpoint::bind(any, EndpointOptions::client()).await?;
-        let conn = client
-            .connect(a.to)
-            .await
-            .with_context(|| format!("connecting to {}", a.to))?;
+        // Kept alive for the run: dropping the endpoint stops its task.
+        let mut _endpoint = None;
+        let conn = match a.transport {
+            Transport::Atp => {
+                let ep = AtpEndpoint::bind(any, EndpointOptions::client()).await?;
+                let c = ep
+                    .connect(a.to)
+                    .await
+                    .with_context(|| format!("connecting to {}", a.to))?;
+                _endpoint = Some(ep);
+                Client::Atp(c)
+            }
+            Transport::NaiTcp | Transport::NaiMtcp(_) => {
+                let kind = match a.transport {
+                    Transport::NaiMtcp(k) => BaselineKind::Mtcp {
+                        high_connections: k,
+                    },
+                    _ => BaselineKind::NaiTcp,
+                };
+                let c = BaselineClient::connect(a.to, kind, w.levels)
+                    .await
+                    .with_context(|| format!("connecting (TCP) to {}", a.to))?;
+                Client::Baseline(c)
+            }
+        };
         eprintln!(
             "adaptnet: workload {:?}: {} messages over {:.0} s to {}",
             w.name,
@@ -411,7 +512,9 @@ pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
             a.to
         );
         let r = run_workload(&conn, &specs, w.levels, Duration::from_secs(30)).await?;
-        conn.close(Duration::from_secs(2)).await.ok();
+        if let Client::Atp(c) = &conn {
+            c.close(Duration::from_secs(2)).await.ok();
+        }
         anyhow::Ok(r)
     })?;
     print_report(&report, a.json)?;
@@ -448,8 +551,11 @@ pub fn demo_loopback(out: &Path) -> Result<()> {
         let conn = client.connect(server.local_addr()).await?;
         let mut incoming = server.accept().await.context("server stopped")?;
         tokio::spawn(async move { while incoming.recv().await.is_some() {} });
+        let conn = Client::Atp(conn);
         let r = run_workload(&conn, &specs, 2, Duration::from_secs(10)).await?;
-        conn.close(Duration::from_secs(1)).await.ok();
+        if let Client::Atp(c) = &conn {
+            c.close(Duration::from_secs(1)).await.ok();
+        }
         anyhow::Ok(r)
     })?;
     println!("\nreal ATP over loopback UDP (3 s, urgent 4 KB / 200 ms under bulk 256 KB / 2 s):");
