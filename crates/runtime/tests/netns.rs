@@ -362,3 +362,115 @@ async fn nai_tcp_over_kernel_tcp_completes_a_workload() {
         "received {received} < delivered {total_delivered}"
     );
 }
+
+/// NAI's reason to exist on a real link: a 4 KB high-priority message sent while a 64 MB
+/// low-priority transfer is in flight on the same sender, over a tbf-shaped 10 Mbit/s veth.
+/// Prints time to delivery for ATP, NAI-TCP and NAI-MTCP1 (NAI-TCP's is a lower bound when
+/// it hits the 15 s cap: its one FIFO connection delivers the urgent message after the bulk,
+/// about 54 s at this rate).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn urgent_message_latency_under_a_bulk_transfer() {
+    use adaptnet_core::nai::baseline::BaselineKind;
+    use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
+    let Some(link) = Link::new("l", 80) else {
+        return;
+    };
+    link.shape("10mbit");
+    const BULK: usize = 64 << 20;
+    const CAP: Duration = Duration::from_secs(15);
+    let low = SendOptions {
+        priority: Priority(1),
+        ..SendOptions::default()
+    };
+    let high = SendOptions {
+        priority: Priority(0),
+        ..SendOptions::default()
+    };
+    let mut rows = Vec::new();
+
+    // ATP (its send buffer raised to hold the 64 MB message).
+    {
+        let mut server_opts = EndpointOptions::server();
+        server_opts.interface = InterfaceChoice::Off;
+        // Room at the receiver for the bulk message and newer ones beside it.
+        server_opts.core.atp.spp.max_reassembly_bytes = 4 * BULK as u64;
+        let server = AtpEndpoint::from_std(link.socket_inside(), server_opts).expect("server");
+        let mut client_opts = EndpointOptions::client();
+        client_opts.interface = InterfaceChoice::Named(link.host.clone());
+        client_opts.core.atp.max_buffered_bytes = 2 * BULK as u64;
+        let bind: SocketAddr = format!("{}:0", link.a_ip).parse().expect("address");
+        let client = AtpEndpoint::bind(bind, client_opts).await.expect("client");
+        let c = client
+            .connect(server.local_addr())
+            .await
+            .expect("connected");
+        let mut s = server.accept().await.expect("accepted");
+        let _bulk = c.send(vec![1; BULK], low).await.expect("admitted");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let sent = Instant::now();
+        c.send(b"urgent".to_vec(), high).await.expect("admitted");
+        let latency = loop {
+            match timeout(CAP.saturating_sub(sent.elapsed()), s.recv()).await {
+                Ok(Some(m)) if m.data == b"urgent" => break Some(sent.elapsed()),
+                Ok(Some(_)) => continue,
+                _ => break None,
+            }
+        };
+        if std::env::var("ADAPTNET_DEBUG").is_ok() {
+            eprintln!(
+                "ATP stats: {:?}, bandwidth {:.2} Mbit/s",
+                c.stats().await,
+                c.bandwidth() * 8e-6
+            );
+        }
+        rows.push(("ATP", latency));
+    }
+    // NAI-TCP and NAI-MTCP1 over kernel TCP.
+    for (kind, name) in [
+        (BaselineKind::NaiTcp, "NAI-TCP"),
+        (
+            BaselineKind::Mtcp {
+                high_connections: 1,
+            },
+            "NAI-MTCP1",
+        ),
+    ] {
+        let listener =
+            link.inside(|addr| std::net::TcpListener::bind(addr).expect("listen inside"));
+        let mut server = BaselineServer::from_std(listener).expect("server");
+        let client = BaselineClient::connect(server.local_addr(), kind, 2)
+            .await
+            .expect("connected");
+        let _bulk = client.send(vec![1; BULK], low).await.expect("queued");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let sent = Instant::now();
+        client.send(b"urgent".to_vec(), high).await.expect("queued");
+        let latency = loop {
+            match timeout(CAP.saturating_sub(sent.elapsed()), server.recv()).await {
+                Ok(Some(m)) if m.data == b"urgent" => break Some(sent.elapsed()),
+                Ok(Some(_)) => continue,
+                _ => break None,
+            }
+        };
+        rows.push((name, latency));
+    }
+    eprintln!("\nurgent 4 KB message under a 64 MB bulk transfer, tbf 10 Mbit/s veth:");
+    eprintln!("transport   time to delivery");
+    for (name, l) in &rows {
+        match l {
+            Some(d) => eprintln!("{name:<11} {:.1} ms", d.as_secs_f64() * 1e3),
+            None => eprintln!(
+                "{name:<11} > {} s (not delivered within the cap)",
+                CAP.as_secs()
+            ),
+        }
+    }
+    let atp = rows[0].1.expect("ATP delivers the urgent message");
+    assert!(atp < Duration::from_secs(1), "ATP: {atp:?}");
+    assert!(
+        rows[1].1.is_none_or(|d| d > Duration::from_secs(10)),
+        "NAI-TCP waits behind the bulk"
+    );
+    let mtcp = rows[2].1.expect("MTCP delivers it on its own connection");
+    assert!(mtcp < Duration::from_secs(5), "NAI-MTCP1: {mtcp:?}");
+}

@@ -47,7 +47,10 @@ pub struct SppConfig {
     /// unacknowledged and retransmitted later).
     pub max_ranges_per_message: usize,
     /// Most bytes a receiver that carries payloads holds in buffers of partly received
-    /// messages; a piece of a new message beyond it is dropped unacknowledged.
+    /// messages; a piece of a new message beyond it is dropped unacknowledged (and sent
+    /// again). Keep it well above the largest message the peer sends: a message that fills
+    /// the bound blocks every newer one, urgent ones included, until it completes. The
+    /// default is twice the sender's default buffer (`AtpConfig::max_buffered_bytes`).
     pub max_reassembly_bytes: u64,
 }
 
@@ -64,7 +67,7 @@ impl Default for SppConfig {
             max_open_messages: 4096,
             message_window: 65_536,
             max_ranges_per_message: 256,
-            max_reassembly_bytes: 64 << 20,
+            max_reassembly_bytes: 128 << 20,
         }
     }
 }
