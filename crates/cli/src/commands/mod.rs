@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod exp;
+pub mod loopback_bench;
 pub mod real;
 pub mod sim;
 pub mod validate;
