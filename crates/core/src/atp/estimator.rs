@@ -259,13 +259,16 @@ impl BandwidthEstimator {
     }
 }
 
-/// Runs the estimator "every second" (§4.2) from cumulative interface counters, for a
-/// transport that does not drive one itself (ATP over one TCP connection; [`super::AtpSender`]
-/// has its own tick). Like the SPP sender, it polls the receiver with a packet pair (SPP
-/// PROBE datagrams, answered by an [`SppReceiver`](crate::spp::SppReceiver)'s REPORT) at start
-/// and whenever the estimate is zero.
+/// Runs the estimator "every second" (§4.2) from cumulative interface counters, and the
+/// packet pairs that seed and re-seed it: the one clock of ATP's estimation, used by the SPP
+/// sender ([`super::AtpSender`]) and by ATP over one TCP connection alike. It polls the
+/// receiver with a packet pair (SPP PROBE datagrams, answered by an
+/// [`SppReceiver`](crate::spp::SppReceiver)'s REPORT) at start, whenever the estimate is zero,
+/// and — with [`EstimatorMode::Bounded`] — whenever the estimator asks for one
+/// ([`BandwidthEstimator::wants_packet_pair`]).
 ///
-/// Call pattern: `handle_interface` whenever fresh counters are available; at
+/// Call pattern: `handle_interface` whenever fresh counters are available (without them the
+/// clock counts the transport's own datagrams, fed with `handle_own_bytes`); at
 /// `poll_timeout()`, `handle_timeout(now)` returns the new estimate to hand to NAI; send what
 /// `poll_probe` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
 /// may return a new estimate too.
@@ -273,29 +276,55 @@ impl BandwidthEstimator {
 pub struct EstimatorClock {
     estimator: BandwidthEstimator,
     next_tick: Time,
-    total: Option<u64>,
-    at_tick: Option<u64>,
+    iface_total: Option<u64>,
+    iface_at_tick: Option<u64>,
+    own_total: u64,
+    own_at_tick: u64,
     queue_packets: u32,
     probe_id: u32,
     probes_due: u8,
     probe_bytes: u16,
+    packet_pairs: u64,
 }
 
 impl EstimatorClock {
-    /// A clock whose first tick is one period after `now`; a packet pair of
-    /// `probe_bytes`-byte datagrams is due at once (the estimate starts at zero).
-    pub fn new(config: EstimatorConfig, now: Time, probe_bytes: u16) -> EstimatorClock {
+    /// A clock whose first tick is one period after `now`. With `start_with_pair`, a packet
+    /// pair of `probe_bytes`-byte datagrams is due at once (the estimate starts at zero).
+    pub fn new(
+        config: EstimatorConfig,
+        now: Time,
+        probe_bytes: u16,
+        start_with_pair: bool,
+    ) -> EstimatorClock {
         let next_tick = now + config.tick.max(Duration::from_millis(1));
-        EstimatorClock {
+        let mut c = EstimatorClock {
             estimator: BandwidthEstimator::new(config),
             next_tick,
-            total: None,
-            at_tick: None,
+            iface_total: None,
+            iface_at_tick: None,
+            own_total: 0,
+            own_at_tick: 0,
             queue_packets: 0,
-            probe_id: 1,
-            probes_due: 2,
+            probe_id: 0,
+            probes_due: 0,
             probe_bytes,
+            packet_pairs: 0,
+        };
+        if start_with_pair {
+            c.start_packet_pair();
         }
+        c
+    }
+
+    fn start_packet_pair(&mut self) {
+        self.probe_id = self.probe_id.wrapping_add(1);
+        self.probes_due = 2;
+        self.packet_pairs += 1;
+    }
+
+    /// Packet pairs started so far.
+    pub fn packet_pairs(&self) -> u64 {
+        self.packet_pairs
     }
 
     /// The next packet-pair datagram to send, if one is due.
@@ -325,11 +354,28 @@ impl EstimatorClock {
         Some(self.estimator.on_packet_pair(rate))
     }
 
-    /// Cumulative bytes sent plus received by the interface, and its send-queue length.
+    /// Cumulative bytes sent plus received by the interface ("polling the network card for
+    /// the amount of data sent and received", §4.2).
+    pub fn handle_interface_bytes(&mut self, total_bytes: u64) {
+        self.iface_total = Some(total_bytes);
+        self.iface_at_tick.get_or_insert(total_bytes);
+    }
+
+    /// The interface send-queue length, in packets.
+    pub fn handle_queue_len(&mut self, packets: u32) {
+        self.queue_packets = packets;
+    }
+
+    /// Cumulative counters and queue length at once.
     pub fn handle_interface(&mut self, total_bytes: u64, queue_packets: u32) {
-        self.total = Some(total_bytes);
-        self.at_tick.get_or_insert(total_bytes);
-        self.queue_packets = queue_packets;
+        self.handle_interface_bytes(total_bytes);
+        self.handle_queue_len(queue_packets);
+    }
+
+    /// The transport sent or received a datagram of `bytes`: counted as the interface's use
+    /// while no interface counters have been given.
+    pub fn handle_own_bytes(&mut self, bytes: u64) {
+        self.own_total = self.own_total.saturating_add(bytes);
     }
 
     /// When the next tick is due.
@@ -346,15 +392,20 @@ impl EstimatorClock {
         while self.next_tick <= now {
             self.next_tick += tick;
         }
-        let used = match (self.total, self.at_tick) {
-            (Some(total), Some(prev)) => total.saturating_sub(prev),
-            _ => 0,
+        let used = match (self.iface_total, self.iface_at_tick) {
+            (Some(total), Some(prev)) => {
+                self.iface_at_tick = Some(total);
+                total.saturating_sub(prev)
+            }
+            _ => {
+                let used = self.own_total - self.own_at_tick;
+                self.own_at_tick = self.own_total;
+                used
+            }
         };
-        self.at_tick = self.total;
         let e = self.estimator.on_tick(used, self.queue_packets);
-        if e.available_bytes_per_s <= 0.0 {
-            self.probe_id = self.probe_id.wrapping_add(1);
-            self.probes_due = 2;
+        if e.available_bytes_per_s <= 0.0 || self.estimator.wants_packet_pair() {
+            self.start_packet_pair();
         }
         Some(e)
     }
@@ -444,7 +495,7 @@ mod tests {
 
     #[test]
     fn test_clock_ticks_on_interface_byte_deltas() {
-        let mut c = EstimatorClock::new(EstimatorConfig::default(), Time::ZERO, 1472);
+        let mut c = EstimatorClock::new(EstimatorConfig::default(), Time::ZERO, 1472, true);
         assert!(c.poll_probe().is_some() && c.poll_probe().is_some());
         assert!(c.poll_probe().is_none());
         let report = crate::spp::wire::ProbeReport {

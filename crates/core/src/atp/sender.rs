@@ -1,9 +1,9 @@
 //! The ATP sender over SPP: NAI scheduling + SPP reliability + Figure 3 estimation + pacing.
 
-use super::estimator::{BandwidthEstimator, Estimate};
+use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock};
 use super::{AtpConfig, RateSource};
 use crate::nai::{MessageId, NaiError, NaiEvent, QueueId, Scheduler, SendOptions};
-use crate::spp::wire::{DataHeader, ProbeHeader};
+use crate::spp::wire::DataHeader;
 use crate::spp::{SppDatagram, SppRepr, SppSender, SppStats};
 use crate::time::Time;
 use std::collections::BTreeMap;
@@ -71,18 +71,10 @@ pub struct AtpSender {
     config: AtpConfig,
     nai: Scheduler,
     spp: SppSender,
-    estimator: BandwidthEstimator,
+    /// The estimator, its tick and its packet pairs (used with [`RateSource::Estimated`]).
+    clock: EstimatorClock,
     source: RateSource,
     pacer: Pacer,
-    next_tick: Time,
-    iface_total: Option<u64>,
-    iface_at_tick: Option<u64>,
-    own_total: u64,
-    own_at_tick: u64,
-    queue_len_packets: u32,
-    probe_id: u32,
-    probes_due: u8,
-    packet_pairs: u64,
     /// The bytes of live messages submitted with [`AtpSender::submit_bytes`], until their
     /// outcome is polled.
     payloads: BTreeMap<MessageId, Vec<u8>>,
@@ -95,7 +87,12 @@ impl AtpSender {
     pub fn new(config: AtpConfig, source: RateSource, now: Time) -> AtpSender {
         let nai = Scheduler::new(config.nai.clone());
         let spp = SppSender::new(config.spp.clone());
-        let estimator = BandwidthEstimator::new(config.estimator.clone());
+        let clock = EstimatorClock::new(
+            config.estimator.clone(),
+            now,
+            config.spp.max_datagram_bytes,
+            source == RateSource::Estimated,
+        );
         let pacer = Pacer {
             rate_bytes_per_s: 0.0,
             tokens: 0.0,
@@ -103,30 +100,16 @@ impl AtpSender {
             granularity_s: config.timer_granularity.as_secs_f64(),
             last: now,
         };
-        let next_tick = now + config.estimator.tick;
-        let mut s = AtpSender {
+        AtpSender {
             config,
             nai,
             spp,
-            estimator,
+            clock,
             source,
             pacer,
-            next_tick,
-            iface_total: None,
-            iface_at_tick: None,
-            own_total: 0,
-            own_at_tick: 0,
-            queue_len_packets: 0,
-            probe_id: 0,
-            probes_due: 0,
-            packet_pairs: 0,
             payloads: BTreeMap::new(),
             buffered_bytes: 0,
-        };
-        if source == RateSource::Estimated {
-            s.start_packet_pair();
         }
-        s
     }
 
     /// Submits a message that carries its bytes (the real engine): like
@@ -195,17 +178,17 @@ impl AtpSender {
 
     /// The estimator's latest output.
     pub fn estimate(&self) -> Estimate {
-        self.estimator.estimate()
+        self.clock.estimator().estimate()
     }
 
     /// The estimator (branch, staleness).
     pub fn estimator(&self) -> &BandwidthEstimator {
-        &self.estimator
+        self.clock.estimator()
     }
 
     /// Packet pairs sent so far.
     pub fn packet_pairs(&self) -> u64 {
-        self.packet_pairs
+        self.clock.packet_pairs()
     }
 
     /// The rate SPP is paced at.
@@ -215,16 +198,13 @@ impl AtpSender {
 
     /// Current interface send-queue length in packets (the simulator's interface queue).
     pub fn handle_queue_len(&mut self, _now: Time, packets: u32) {
-        self.queue_len_packets = packets;
+        self.clock.handle_queue_len(packets);
     }
 
     /// Cumulative bytes sent plus received by the interface ("polling the network card for the
     /// amount of data sent and received", §4.2). Without it, ATP counts its own datagrams.
     pub fn handle_interface_bytes(&mut self, _now: Time, total_bytes: u64) {
-        self.iface_total = Some(total_bytes);
-        if self.iface_at_tick.is_none() {
-            self.iface_at_tick = Some(total_bytes);
-        }
+        self.clock.handle_interface_bytes(total_bytes);
     }
 
     /// Sets the bandwidth with [`RateSource::External`]; ignored otherwise.
@@ -236,17 +216,14 @@ impl AtpSender {
 
     /// Handles a datagram from the receiver.
     pub fn handle_datagram(&mut self, now: Time, repr: &SppRepr, payload_len: u32) {
-        self.own_total += (repr.buffer_len() + payload_len as usize) as u64;
+        self.clock
+            .handle_own_bytes((repr.buffer_len() + payload_len as usize) as u64);
         match repr {
             SppRepr::Ack(ack) => self.spp.handle_ack(now, ack, &mut self.nai),
-            SppRepr::Report(r)
-                if self.source == RateSource::Estimated
-                    && r.probe_id == self.probe_id
-                    && r.gap_ns > 0 =>
-            {
-                let rate = f64::from(r.bytes) * 1e9 / r.gap_ns as f64;
-                let e = self.estimator.on_packet_pair(rate);
-                self.apply_rate(now, e.available_bytes_per_s);
+            SppRepr::Report(r) if self.source == RateSource::Estimated => {
+                if let Some(e) = self.clock.handle_report(r) {
+                    self.apply_rate(now, e.available_bytes_per_s);
+                }
             }
             _ => {}
         }
@@ -275,31 +252,6 @@ impl AtpSender {
         self.nai.rate_bytes_per_s()
     }
 
-    fn start_packet_pair(&mut self) {
-        self.probe_id = self.probe_id.wrapping_add(1);
-        self.probes_due = 2;
-        self.packet_pairs += 1;
-    }
-
-    fn tick(&mut self, now: Time) {
-        let used = match (self.iface_total, self.iface_at_tick) {
-            (Some(total), Some(prev)) => {
-                self.iface_at_tick = Some(total);
-                total.saturating_sub(prev)
-            }
-            _ => {
-                let used = self.own_total - self.own_at_tick;
-                self.own_at_tick = self.own_total;
-                used
-            }
-        };
-        let e = self.estimator.on_tick(used, self.queue_len_packets);
-        self.apply_rate(now, e.available_bytes_per_s);
-        if e.available_bytes_per_s <= 0.0 || self.estimator.wants_packet_pair() {
-            self.start_packet_pair();
-        }
-    }
-
     /// The next datagram to hand to the interface.
     pub fn poll_transmit(&mut self, now: Time) -> Option<SppDatagram> {
         while let Some(n) = self.nai.poll_notice() {
@@ -311,18 +263,8 @@ impl AtpSender {
                 payload_len: 0,
             }));
         }
-        if self.probes_due > 0 {
-            let repr = SppRepr::Probe(ProbeHeader {
-                probe_id: self.probe_id,
-                index: 2 - self.probes_due,
-            });
-            self.probes_due -= 1;
-            let pad =
-                usize::from(self.config.spp.max_datagram_bytes).saturating_sub(repr.buffer_len());
-            return Some(self.count(SppDatagram {
-                repr,
-                payload_len: crate::convert::usize_u32_sat(pad),
-            }));
+        if let Some(probe) = self.clock.poll_probe() {
+            return Some(self.count(probe));
         }
         self.pacer.refill(now);
         if !self.pacer.ready() || !self.spp.can_send_data() {
@@ -341,7 +283,7 @@ impl AtpSender {
     }
 
     fn count(&mut self, d: SppDatagram) -> SppDatagram {
-        self.own_total += d.wire_len() as u64;
+        self.clock.handle_own_bytes(d.wire_len() as u64);
         d
     }
 
@@ -354,7 +296,7 @@ impl AtpSender {
             }
         };
         if self.source == RateSource::Estimated {
-            take(Some(self.next_tick));
+            take(Some(self.clock.poll_timeout()));
         }
         take(self.nai.poll_timeout());
         take(self.spp.poll_timeout());
@@ -366,16 +308,10 @@ impl AtpSender {
 
     /// Runs the estimator tick, callback timers and the retransmission timer due by `now`.
     pub fn handle_timeout(&mut self, now: Time) {
-        if self.source == RateSource::Estimated && now >= self.next_tick {
-            self.tick(now);
-            let tick = self
-                .config
-                .estimator
-                .tick
-                .max(std::time::Duration::from_millis(1));
-            while self.next_tick <= now {
-                self.next_tick += tick;
-            }
+        if self.source == RateSource::Estimated
+            && let Some(e) = self.clock.handle_timeout(now)
+        {
+            self.apply_rate(now, e.available_bytes_per_s);
         }
         self.nai.handle_timeout(now);
         self.spp.handle_timeout(now, &mut self.nai);

@@ -129,7 +129,7 @@ impl Agent for AtpTcpAgent {
         self.started = true;
         match self.feed {
             RateFeed::Estimated => {
-                self.clock = Some(EstimatorClock::new(self.estimator.clone(), now, 1472));
+                self.clock = Some(EstimatorClock::new(self.estimator.clone(), now, 1472, true));
             }
             RateFeed::Oracle { .. } => self.oracle(now),
         }
