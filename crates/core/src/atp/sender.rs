@@ -4,7 +4,7 @@ use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock};
 use super::{AtpConfig, RateSource};
 use crate::nai::{MessageId, NaiError, NaiEvent, QueueId, Scheduler, SendOptions};
 use crate::spp::wire::DataHeader;
-use crate::spp::{SppDatagram, SppRepr, SppSender, SppStats};
+use crate::spp::{SppDatagram, SppOutcome, SppRepr, SppSender, SppStats};
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -219,7 +219,10 @@ impl AtpSender {
         self.clock
             .handle_own_bytes((repr.buffer_len() + payload_len as usize) as u64);
         match repr {
-            SppRepr::Ack(ack) => self.spp.handle_ack(now, ack, &mut self.nai),
+            SppRepr::Ack(ack) => {
+                let outcomes = self.spp.handle_ack(now, ack);
+                self.apply(now, outcomes);
+            }
             SppRepr::Report(r) if self.source == RateSource::Estimated => {
                 if let Some(e) = self.clock.handle_report(r) {
                     self.apply_rate(now, e.available_bytes_per_s);
@@ -245,6 +248,28 @@ impl AtpSender {
             / f64::from(self.config.spp.max_datagram_bytes.max(1));
         self.nai.set_rate(now, rate * share.clamp(0.0, 1.0));
         self.pacer.set_rate(now, rate);
+    }
+
+    /// Applies what SPP learned to the scheduler, in SPP's order.
+    fn apply(&mut self, now: Time, outcomes: Vec<SppOutcome>) {
+        for o in outcomes {
+            match o {
+                SppOutcome::CancelResolved { id, delivered } => {
+                    self.nai.resolve_cancel(now, id, delivered);
+                }
+                SppOutcome::Acked {
+                    id,
+                    wire_seq,
+                    offset,
+                    len,
+                } => {
+                    if self.nai.on_acked(now, id, offset, len) {
+                        self.spp.on_message_acked(wire_seq);
+                    }
+                }
+                SppOutcome::Lost { id, offset, len } => self.nai.on_lost(id, offset, len),
+            }
+        }
     }
 
     /// The rate NAI plans with is the payload share of the datagram rate ATP paces at.
@@ -314,7 +339,8 @@ impl AtpSender {
             self.apply_rate(now, e.available_bytes_per_s);
         }
         self.nai.handle_timeout(now);
-        self.spp.handle_timeout(now, &mut self.nai);
+        let lost = self.spp.handle_timeout(now);
+        self.apply(now, lost);
     }
 
     /// The next application event. A message's bytes are released when its outcome passes

@@ -22,7 +22,7 @@ mod sender;
 pub mod wire;
 
 pub use receiver::{Delivery, SppEvent, SppReceiver};
-pub use sender::{SppSender, SppStats};
+pub use sender::{SppOutcome, SppSender, SppStats};
 pub use wire::{SppDatagram, SppRepr};
 
 use crate::rtt::RtoConfig;

@@ -1,12 +1,14 @@
 //! The sending side of SPP: packet numbers, in-flight records, selective acknowledgement,
 //! loss detection (packet threshold and retransmission timer), and cancel notices.
 //!
-//! The sender does not own messages; the NAI [`Scheduler`] does. Acknowledgements and losses
-//! are reported to it (`on_acked`, `on_lost`), and verdicts resolve its pending cancels.
+//! The sender does not own messages; the NAI [`Scheduler`](crate::nai::Scheduler) does. What
+//! acknowledgements, losses and verdicts mean for messages comes back as [`SppOutcome`]
+//! values, which the owner (the ATP sender) applies to the scheduler in order — SPP never
+//! calls into it.
 
 use super::SppConfig;
 use super::wire::{AckFrame, CancelHeader, DataHeader};
-use crate::nai::{Chunk, DiscardNotice, MessageId, Scheduler};
+use crate::nai::{Chunk, DiscardNotice, MessageId};
 use crate::rtt::RttEstimator;
 use crate::time::Time;
 use std::collections::BTreeMap;
@@ -61,6 +63,40 @@ pub struct SppStats {
     pub lost_packets: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+}
+
+/// What an acknowledgement or a retransmission timeout means for a message; the SPP sender
+/// returns these as values and its owner applies them to the NAI scheduler, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SppOutcome {
+    /// The receiver answered a cancel notice that asked for confirmation
+    /// ([`Scheduler::resolve_cancel`](crate::nai::Scheduler::resolve_cancel)).
+    CancelResolved {
+        /// The message.
+        id: MessageId,
+        /// The receiver had already delivered it.
+        delivered: bool,
+    },
+    /// A piece was acknowledged ([`Scheduler::on_acked`](crate::nai::Scheduler::on_acked)).
+    Acked {
+        /// The message.
+        id: MessageId,
+        /// Its wire number (for [`SppSender::on_message_acked`]).
+        wire_seq: u64,
+        /// First byte of the piece.
+        offset: u64,
+        /// Bytes in the piece.
+        len: u64,
+    },
+    /// A piece was declared lost and must be sent again ([`Scheduler::on_lost`](crate::nai::Scheduler::on_lost)).
+    Lost {
+        /// The message.
+        id: MessageId,
+        /// First byte of the piece.
+        offset: u64,
+        /// Bytes in the piece.
+        len: u64,
+    },
 }
 
 /// SPP sender state.
@@ -208,15 +244,22 @@ impl SppSender {
         pn
     }
 
-    /// Processes an acknowledgement: verdicts first, then acknowledged packets, then losses
-    /// by the packet threshold.
-    pub fn handle_ack(&mut self, now: Time, ack: &AckFrame, nai: &mut Scheduler) {
+    /// Processes an acknowledgement and returns what it means for the messages, in the order
+    /// to apply them: cancellation verdicts first, then acknowledged pieces, then pieces lost
+    /// by the packet threshold. The caller applies each to its scheduler and, when
+    /// [`Scheduler::on_acked`](crate::nai::Scheduler::on_acked) reports a message acknowledged in full, calls
+    /// [`SppSender::on_message_acked`].
+    pub fn handle_ack(&mut self, now: Time, ack: &AckFrame) -> Vec<SppOutcome> {
+        let mut out = Vec::new();
         for v in &ack.verdicts {
             if let Some(open) = self.open.get(&v.wire_seq)
                 && let Some(n) = open.notice
             {
                 if n.confirm {
-                    nai.resolve_cancel(now, open.id, v.delivered);
+                    out.push(SppOutcome::CancelResolved {
+                        id: open.id,
+                        delivered: v.delivered,
+                    });
                 }
                 self.open.remove(&v.wire_seq);
             }
@@ -236,7 +279,7 @@ impl SppSender {
             }
         }
         if newly.is_empty() {
-            return;
+            return out;
         }
         self.backoffs = 0;
         if let Some(&(pn, sent)) = newly.iter().max_by_key(|(pn, _)| *pn)
@@ -252,12 +295,12 @@ impl SppSender {
                     wire_seq,
                     offset,
                     len,
-                } => {
-                    if nai.on_acked(now, id, offset, len) {
-                        // Acknowledged in full: the receiver delivered it and may forget it.
-                        self.open.remove(&wire_seq);
-                    }
-                }
+                } => out.push(SppOutcome::Acked {
+                    id,
+                    wire_seq,
+                    offset,
+                    len,
+                }),
                 Carried::Cancel { wire_seq } => {
                     // Acknowledged without its verdict (verdicts overflowed): ask again.
                     if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut()) {
@@ -269,11 +312,18 @@ impl SppSender {
         if let Some(largest) = self.largest_acked {
             let limit = largest.saturating_sub(self.config.packet_threshold);
             let lost: Vec<u64> = self.in_flight.range(..limit).map(|(pn, _)| *pn).collect();
-            self.declare_lost(&lost, nai);
+            self.declare_lost(&lost, &mut out);
         }
+        out
     }
 
-    fn declare_lost(&mut self, pns: &[u64], nai: &mut Scheduler) {
+    /// The scheduler found message `wire_seq` acknowledged in full: the receiver delivered it
+    /// and may forget it, so it is no longer open.
+    pub fn on_message_acked(&mut self, wire_seq: u64) {
+        self.open.remove(&wire_seq);
+    }
+
+    fn declare_lost(&mut self, pns: &[u64], out: &mut Vec<SppOutcome>) {
         for pn in pns {
             let Some(sent) = self.in_flight.remove(pn) else {
                 continue;
@@ -282,7 +332,7 @@ impl SppSender {
             match sent.carried {
                 Carried::Data {
                     id, offset, len, ..
-                } => nai.on_lost(id, offset, len),
+                } => out.push(SppOutcome::Lost { id, offset, len }),
                 Carried::Cancel { wire_seq } => {
                     if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut())
                         && n.in_flight == Some(*pn)
@@ -301,10 +351,11 @@ impl SppSender {
     }
 
     /// On expiry of the retransmission timer, every packet older than the RTO is lost
-    /// (RFC 6298 §5.5 backoff applies to the next timer).
-    pub fn handle_timeout(&mut self, now: Time, nai: &mut Scheduler) {
+    /// (RFC 6298 §5.5 backoff applies to the next timer); returns the lost pieces.
+    pub fn handle_timeout(&mut self, now: Time) -> Vec<SppOutcome> {
+        let mut out = Vec::new();
         if self.poll_timeout().is_none_or(|t| t > now) {
-            return;
+            return out;
         }
         let rto = self.rtt.backed_off_rto(self.backoffs);
         let lost: Vec<u64> = self
@@ -315,7 +366,8 @@ impl SppSender {
             .collect();
         self.stats.timeouts += 1;
         self.backoffs = self.backoffs.saturating_add(1);
-        self.declare_lost(&lost, nai);
+        self.declare_lost(&lost, &mut out);
+        out
     }
 
     /// Packets in flight.
