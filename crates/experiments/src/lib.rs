@@ -12,6 +12,7 @@ pub mod cm;
 pub mod nai;
 pub mod report;
 pub mod rng;
+pub mod tpba;
 
 use report::OutputFile;
 use report::table::Table;
@@ -119,6 +120,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(nai::estimators::Estimators),
     ];
     v.extend(cm::all());
+    v.extend(tpba::all());
     v
 }
 

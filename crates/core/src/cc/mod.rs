@@ -128,6 +128,16 @@ pub trait CongestionController: fmt::Debug {
         false
     }
 
+    /// Sets the congestion window to `bytes` from outside the stream, for hand-overs such as
+    /// TPBA's `cwnd_new` when a rate-probing period resumes on an idle connection
+    /// (papers/002 §4: "cwnd is set to the following value, cwnd_new, when the rate-probing
+    /// period starts", instead of a slow-start restart). `ssthresh` is left alone. Returns
+    /// whether the controller honoured it; the default ignores it and returns `false`
+    /// (controllers whose window is not theirs to set, such as CM-delegated ones).
+    fn set_window(&mut self, _now: Time, _bytes: u64) -> bool {
+        false
+    }
+
     /// The current congestion window in bytes (for metrics and traces).
     fn window(&self) -> u64;
 

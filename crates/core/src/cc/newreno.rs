@@ -154,6 +154,12 @@ impl CongestionController for NewReno {
         }
     }
 
+    fn set_window(&mut self, _now: Time, bytes: u64) -> bool {
+        self.cwnd = bytes.max(1);
+        self.ca_acked = 0;
+        true
+    }
+
     fn window(&self) -> u64 {
         self.cwnd
     }
@@ -172,6 +178,19 @@ mod tests {
     use super::*;
 
     const SMSS: u64 = 1000;
+
+    #[test]
+    fn test_set_window_hands_over_cwnd_and_keeps_ssthresh() {
+        let mut cc = NewReno::with_state(20_000, 8_000);
+        assert!(cc.set_window(Time::ZERO, 5_000));
+        assert_eq!(cc.window(), 5_000);
+        assert_eq!(cc.ssthresh(), Some(8_000));
+        // Below ssthresh again: slow start resumes from the handed-over window.
+        cc.on_ack(Time::ZERO, &ack(SMSS, 4_000));
+        assert_eq!(cc.window(), 6_000);
+        assert!(cc.set_window(Time::ZERO, 0));
+        assert_eq!(cc.window(), 1, "never zero");
+    }
 
     fn ack(acked: u64, flight: u64) -> AckInfo {
         AckInfo {

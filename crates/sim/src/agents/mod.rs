@@ -1,10 +1,11 @@
 //! Agents for the protocols of the foundation: TCP (any congestion controller) and CBR/UDP.
-//! Later protocols add their own modules here.
+//! Later protocols add their own modules here (TPBA, LDA and TFRC: `tpba`, `lda`, `tfrc`).
 
 pub mod atp;
 pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;
+pub mod lda;
 /// The application side of NAI lives in core, shared by both engines; re-exported here for
 /// the simulator's users.
 pub mod nai_app {
@@ -14,6 +15,8 @@ mod nai_flow;
 pub mod nai_tcp;
 pub mod stream;
 pub mod tcp;
+pub mod tfrc;
+pub mod tpba;
 
 use adaptnet_core::Time;
 use std::time::Duration;

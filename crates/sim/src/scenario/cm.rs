@@ -326,7 +326,7 @@ impl CmHosts {
                 let receiver = CmDatagramReceiver::new(self.host(remote.node));
                 (Box::new(sender), Box::new(receiver), Proto::Udp)
             }
-            FlowType::Tcp { .. } | FlowType::Cbr { .. } => return None,
+            FlowType::Tcp { .. } | FlowType::Cbr { .. } | FlowType::Media(_) => return None,
         })
     }
 

@@ -6,6 +6,7 @@
 
 mod cm;
 mod fields;
+mod media;
 pub mod schema;
 mod tcp;
 mod validate;
@@ -22,6 +23,7 @@ use adaptnet_core::Time;
 use adaptnet_core::cm::CmConfig;
 use adaptnet_core::cm::Thresholds;
 use adaptnet_core::tcp::TcpConfig;
+pub use media::MediaFlow;
 use std::path::Path;
 use std::time::Duration;
 use thiserror::Error;
@@ -219,6 +221,9 @@ pub enum FlowType {
         /// When `change_rate` is raised.
         thresholds: Thresholds,
     },
+    /// A rate-controlled media flow: `tpba`, `lda`, `ldaf` or `tfrc` (papers/002; see
+    /// `media.rs`).
+    Media(MediaFlow),
 }
 
 impl FlowType {
@@ -230,6 +235,7 @@ impl FlowType {
             FlowType::TcpCm { .. } => "tcp-cm",
             FlowType::CmAudio { .. } => "cm-audio",
             FlowType::CmUdp { .. } => "cm-udp",
+            FlowType::Media(m) => m.name(),
         }
     }
 }
@@ -390,12 +396,22 @@ impl Scenario {
                 Box::new(CbrReceiver::new()),
                 Proto::Udp,
             ),
+            FlowType::Media(m) => {
+                let (s, r) = m.agents(local, remote, isn);
+                (s, r, Proto::Udp)
+            }
             other => cm_hosts
                 .agents(other, local, remote, isn)
                 .ok_or_else(|| missing(&f.from))?,
         };
         let s = world.add_agent(src, proto, local.port, sender)?;
         let r = world.add_agent(dst, proto, remote.port, receiver)?;
+        if let FlowType::Media(m) = &f.kind
+            && m.uses_tcp()
+        {
+            world.add_port(s, Proto::Tcp, local.port)?;
+            world.add_port(r, Proto::Tcp, remote.port)?;
+        }
         world.add_flow(FlowSpec {
             name: f.name.clone(),
             kind: f.kind.name().to_string(),

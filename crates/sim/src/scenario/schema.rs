@@ -17,6 +17,7 @@
 //!
 //! [[flows]]
 //! type = "tcp"                # "tcp" | "cbr" | "tcp-cm" | "cm-audio" | "cm-udp"
+//!                             # | "tpba" | "lda" | "ldaf" | "tfrc" (keys: media.rs)
 //! from = "s0"
 //! to = "r0"
 //! sack = true                 # TCP options, off by default: sack, timestamps,

@@ -416,15 +416,19 @@ fn flow(
                 .map_err(|e| ctx.invalid(&field, format!("cm-udp flow: {}", e.message())))?;
             super::cm::cm_udp_flow(ctx, &field, &spec)?
         }
-        other => {
-            return Err(ctx.invalid(
-                format!("{field}.type"),
-                format!(
-                    "unknown flow type {other:?}; known types are \"tcp\", \"cbr\", \"tcp-cm\", \
-                     \"cm-audio\" and \"cm-udp\""
-                ),
-            ));
-        }
+        other => match super::media::media_flow(ctx, &field, other, rest) {
+            Some(kind) => kind?,
+            None => {
+                return Err(ctx.invalid(
+                    format!("{field}.type"),
+                    format!(
+                        "unknown flow type {other:?}; known types are \"tcp\", \"cbr\", \
+                         \"tcp-cm\", \"cm-audio\" and \"cm-udp\", and the media types \
+                         \"tpba\", \"lda\", \"ldaf\" and \"tfrc\""
+                    ),
+                ));
+            }
+        },
     };
     Ok(FlowDef {
         name: common
