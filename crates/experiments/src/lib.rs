@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod cm;
+pub mod env;
 pub mod nai;
 pub mod report;
 pub mod rng;
@@ -119,6 +120,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(nai::estimators::Estimators),
     ];
     v.extend(cm::all());
+    v.extend(env::all());
     v
 }
 
