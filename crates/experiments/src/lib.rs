@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod cm;
+pub mod env;
 pub mod nai;
 pub mod report;
 pub mod rng;
@@ -121,6 +122,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     ];
     v.extend(cm::all());
     v.extend(tpba::all());
+    v.extend(env::all());
     v
 }
 

@@ -5,6 +5,8 @@ pub mod atp;
 pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;
+pub mod env_flows;
+pub mod env_host;
 pub mod lda;
 /// The application side of NAI lives in core, shared by both engines; re-exported here for
 /// the simulator's users.

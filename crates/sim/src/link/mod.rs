@@ -221,6 +221,8 @@ pub struct Link<P> {
     captures: Option<VecDeque<(Time, P)>>,
     /// Packets a zero-rate-forever link will never send.
     stuck: Vec<P>,
+    /// Radio blackouts (see [`Link::set_blackouts`]), sorted and not overlapping.
+    blackouts: Vec<Outage>,
     /// The latest time the link was advanced to.
     now: Time,
     stats: LinkStats,
@@ -243,9 +245,17 @@ impl<P: WireSize + Clone> Link<P> {
             dropped: VecDeque::new(),
             captures: None,
             stuck: Vec::new(),
+            blackouts: Vec::new(),
             now: Time::ZERO,
             stats: LinkStats::default(),
         }
+    }
+
+    /// Sets radio blackouts (sorted, not overlapping): a packet leaving the transmitter during
+    /// one is lost, as a radio out of range sends into the void — unlike an outage, which stops
+    /// the transmitter and keeps the queue. Used for handoffs (papers/001 §5).
+    pub fn set_blackouts(&mut self, blackouts: Vec<Outage>) {
+        self.blackouts = blackouts;
     }
 
     /// Records a copy of every packet as it leaves the transmitter (for packet captures).
@@ -318,6 +328,10 @@ impl<P: WireSize + Clone> Link<P> {
         self.departures.push(t, u64::from(p.wire_len()));
         if let Some(cap) = self.captures.as_mut() {
             cap.push_back((t, p.clone()));
+        }
+        if outage_at(&self.blackouts, t).is_some() {
+            self.lose(t, p, DropReason::Outage);
+            return;
         }
         if self.loss.lose(&self.config.loss, &mut self.rng) {
             self.lose(t, p, DropReason::RandomLoss);

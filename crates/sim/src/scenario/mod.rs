@@ -5,6 +5,8 @@
 //! The schema is documented on [`schema::ScenarioFile`]; `experiments/` holds examples.
 
 mod cm;
+pub mod env;
+mod env_build;
 mod fields;
 mod media;
 pub mod schema;
@@ -100,6 +102,8 @@ pub struct Scenario {
     pub pcap: Vec<String>,
     /// The Congestion Manager of every host with CM flows (the `[cm]` table).
     pub cm: CmConfig,
+    /// A host's environment and action tables (the `[env]` table, papers/001).
+    pub env: Option<env::EnvDef>,
 }
 
 /// A validated topology.
@@ -318,10 +322,12 @@ impl Scenario {
             }
         }
         let mut cm_hosts = cm::CmHosts::new(self.cm.clone());
+        let env = env_build::EnvBuild::new(&self.file, self.env.as_ref(), seed, self.duration)?;
         for (i, f) in self.flows.iter().enumerate() {
-            self.add_flow(&mut world, &mut cm_hosts, i, f)
+            self.add_flow(&mut world, &mut cm_hosts, &env, i, f)
                 .map_err(wrap)?;
         }
+        env.install(&mut world, seed, self.duration).map_err(wrap)?;
         // After the flows: each host's CM agent must be polled after its flows.
         cm_hosts.install(&mut world).map_err(wrap)?;
         for name in &self.pcap {
@@ -335,6 +341,7 @@ impl Scenario {
         &self,
         world: &mut World,
         cm_hosts: &mut cm::CmHosts,
+        env: &env_build::EnvBuild,
         index: usize,
         f: &FlowDef,
     ) -> Result<(), WorldError> {
@@ -404,6 +411,7 @@ impl Scenario {
                 .agents(other, local, remote, isn)
                 .ok_or_else(|| missing(&f.from))?,
         };
+        let (sender, receiver) = env.wrap(index, &f.kind, local, remote, isn, (sender, receiver));
         let s = world.add_agent(src, proto, local.port, sender)?;
         let r = world.add_agent(dst, proto, remote.port, receiver)?;
         if let FlowType::Media(m) = &f.kind

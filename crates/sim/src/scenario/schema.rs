@@ -53,6 +53,8 @@ pub struct ScenarioFile {
     pub outputs: OutputsSpec,
     /// The Congestion Manager of every host with CM flows (`tcp-cm`, `cm-audio`, `cm-udp`).
     pub cm: Option<CmSpec>,
+    /// A host's environment parameters and action tables (papers/001; see `scenario::env`).
+    pub env: Option<super::env::EnvSpec>,
 }
 
 /// Which topology, with its parameters.

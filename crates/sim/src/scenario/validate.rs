@@ -34,6 +34,7 @@ pub(super) fn validate(
         flows.push(flow(ctx, i, table, duration_s, &topology)?);
     }
     let cm = super::cm::cm_config(ctx, file.cm.as_ref(), &flows)?;
+    let env = super::env::env_def(ctx, file.env.as_ref(), &topology, &flows, duration_s)?;
     for (i, link) in file.outputs.pcap.iter().enumerate() {
         if !topology.links().iter().any(|l| &l.name == link) {
             let known: Vec<&str> = topology.links().iter().map(|l| l.name.as_str()).collect();
@@ -54,6 +55,7 @@ pub(super) fn validate(
         flows,
         pcap: file.outputs.pcap,
         cm,
+        env,
     })
 }
 

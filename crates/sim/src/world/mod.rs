@@ -11,6 +11,7 @@
 //! `results` (measurements at the end).
 
 mod build;
+mod env;
 mod events;
 mod ids;
 mod results;

@@ -1,0 +1,211 @@
+//! Table 6 (papers/001 §5.4): time to transfer 10,240 × 1,400 bytes to a mobile receiver that
+//! sends 5 duplicate ACKs when a handoff is over, vs unmodified; 1 / 2 / 3 / 6 handoffs, beacon
+//! intervals 0.5 / 1 / 2 s. Also §5.5's other binding: a mobile *sender* that resets its
+//! retransmission timer (TCP_RST_TIMERS) when the handoff is over, vs unmodified. Base
+//! scenario: `experiments/env/handoff-tcp.toml`.
+
+use super::{
+    BEACONS_S, HANDOFFS, env_mut, handoff_times, json, mean, only_flow, run, scenario, seeds,
+    simple,
+};
+use crate::report::plot::line_chart_of;
+use crate::report::table::Table;
+use crate::{ExpError, ExpOptions, Experiment, Report};
+use adaptnet_core::env::{Param, TcpAction};
+use serde::Serialize;
+use std::time::Duration;
+
+/// The paper's Table 6: per beacon interval, seconds (unmodified, modified) for 1, 2, 3, 6
+/// handoffs, and its savings per handoff.
+const PAPER: [(f64, [f64; 4], [f64; 4], f64); 3] = [
+    (
+        0.5,
+        [85.37, 86.63, 87.08, 88.95],
+        [84.24, 85.05, 85.15, 85.67],
+        0.66,
+    ),
+    (
+        1.0,
+        [84.58, 88.01, 90.96, 100.71],
+        [83.05, 85.90, 87.87, 92.97],
+        1.20,
+    ),
+    (
+        2.0,
+        [84.44, 89.01, 86.77, 108.13],
+        [82.11, 84.50, 88.73, 96.32],
+        2.22,
+    ),
+];
+
+/// The four sockets: (name, the mobile host sends, action when the handoff is over).
+const MODES: [(&str, bool, Option<TcpAction>); 4] = [
+    ("recv unmodified", false, None),
+    ("recv dupacks", false, Some(TcpAction::DupAcks(5))),
+    ("send unmodified", true, None),
+    ("send rst-timers", true, Some(TcpAction::ResetTimers)),
+];
+
+/// `adaptnet exp env-table6`.
+pub struct Table6;
+
+/// One run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Table6Run {
+    /// Socket (see `MODES`).
+    pub mode: String,
+    /// Beacon interval, s.
+    pub beacon_s: f64,
+    /// Handoffs.
+    pub handoffs: usize,
+    /// Seed.
+    pub seed: u64,
+    /// Transfer time, s.
+    pub time_s: f64,
+    /// Retransmission timeouts.
+    pub timeouts: f64,
+}
+
+impl Experiment for Table6 {
+    fn name(&self) -> &'static str {
+        "env-table6"
+    }
+
+    fn summary(&self) -> &'static str {
+        "papers/001 Table 6: TCP transfer time across handoffs, 5 dup ACKs / timer reset vs none"
+    }
+
+    fn run(&self, opts: &ExpOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, ExpError> {
+        let seeds = seeds(opts, 5, 1);
+        let total = (MODES.len() * BEACONS_S.len() * HANDOFFS.len() * seeds.len()) as f64;
+        let mut runs: Vec<Table6Run> = Vec::new();
+        for &b in &BEACONS_S {
+            for &n in &HANDOFFS {
+                for (mode, mobile_sends, action) in MODES {
+                    for &seed in &seeds {
+                        let mut s = scenario(opts, "handoff-tcp.toml")?;
+                        if let Some(f) = s.flows.first_mut()
+                            && mobile_sends
+                        {
+                            std::mem::swap(&mut f.from, &mut f.to);
+                        }
+                        let env = env_mut(&mut s)?;
+                        let (Some(h), Some(sock)) =
+                            (env.handoffs.as_mut(), env.sockets.first_mut())
+                        else {
+                            return Err(ExpError::Input(
+                                "handoff-tcp.toml: needs [env.handoffs] and one socket".into(),
+                            ));
+                        };
+                        h.beacon = Duration::from_secs_f64(b);
+                        h.times = handoff_times(n, 10.0, 70.0);
+                        sock.sender_side = mobile_sends;
+                        sock.actions = action
+                            .map(|a| simple(Param::Availability, 4, a))
+                            .into_iter()
+                            .collect();
+                        let done = runs.len() as f64 / total;
+                        let r = run(&s, seed, progress, done, 1.0 / total)?;
+                        let f = only_flow(&r)?;
+                        let end = f.counters.get("completed_s").copied().ok_or_else(|| {
+                            ExpError::Input(format!(
+                                "{mode}, beacon {b} s, {n} handoffs, seed {seed}: the transfer \
+                                 did not complete in {} s",
+                                s.duration.as_secs_f64()
+                            ))
+                        })?;
+                        runs.push(Table6Run {
+                            mode: mode.into(),
+                            beacon_s: b,
+                            handoffs: n,
+                            seed,
+                            time_s: end - f.start_s,
+                            timeouts: super::counter(f, "timeouts"),
+                        });
+                    }
+                }
+            }
+        }
+        let avg = |mode: &str, b: f64, n: usize| {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.mode == mode && r.beacon_s == b && r.handoffs == n)
+                .map(|r| r.time_s)
+                .collect();
+            mean(&v)
+        };
+        let saving = |plain: &str, other: &str, b: f64| {
+            let v: Vec<f64> = HANDOFFS
+                .iter()
+                .map(|&n| (avg(plain, b, n) - avg(other, b, n)) / n as f64)
+                .collect();
+            mean(&v)
+        };
+        let mut report = Report::default();
+        report.text(format!(
+            "Table 6 (papers/001 §5.4): seconds to transfer 10,240 × 1,400 bytes (mean of {} \
+             seeds). recv: the mobile host receives and sends 5 duplicate ACKs when a handoff is \
+             over; send: the mobile host sends and resets its retransmission timer then (§5.5).",
+            seeds.len()
+        ));
+        let mut t = Table::new([
+            "beacon s",
+            "handoffs",
+            "paper unmod",
+            "paper mod",
+            "recv unmod",
+            "recv dupacks",
+            "send unmod",
+            "send rst",
+        ]);
+        for (b, pu, pm, _) in PAPER {
+            for (i, &n) in HANDOFFS.iter().enumerate() {
+                t.row([
+                    format!("{b}"),
+                    n.to_string(),
+                    format!("{:.2}", pu[i]),
+                    format!("{:.2}", pm[i]),
+                    format!("{:.2}", avg("recv unmodified", b, n)),
+                    format!("{:.2}", avg("recv dupacks", b, n)),
+                    format!("{:.2}", avg("send unmodified", b, n)),
+                    format!("{:.2}", avg("send rst-timers", b, n)),
+                ]);
+            }
+        }
+        report.table("Transfer time, s", "table6", t);
+        let mut s = Table::new([
+            "beacon s",
+            "paper savings s/handoff",
+            "ours recv dupacks",
+            "ours send rst-timers",
+        ]);
+        for (b, _, _, paper) in PAPER {
+            s.row([
+                format!("{b}"),
+                format!("{paper:.2}"),
+                format!("{:.2}", saving("recv unmodified", "recv dupacks", b)),
+                format!("{:.2}", saving("send unmodified", "send rst-timers", b)),
+            ]);
+        }
+        report.table("Savings per handoff, s", "table6_savings", s);
+        let series: Vec<(String, Vec<(f64, f64)>)> = MODES
+            .iter()
+            .map(|(mode, ..)| {
+                let pts = HANDOFFS
+                    .iter()
+                    .map(|&n| (n as f64, avg(mode, 1.0, n)))
+                    .collect();
+                (mode.to_string(), pts)
+            })
+            .collect();
+        let svg = line_chart_of(
+            "Table 6: transfer time vs handoffs (beacon 1 s)",
+            "handoffs per run",
+            "seconds",
+            &series,
+        )?;
+        report.file("table6.svg", svg.into_bytes());
+        report.file("table6.json", json(&runs)?);
+        Ok(report)
+    }
+}
