@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod adtcp;
 pub mod bench;
 pub mod cm;
 pub mod nai;
@@ -119,6 +120,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(nai::estimators::Estimators),
     ];
     v.extend(cm::all());
+    v.extend(adtcp::all());
     v
 }
 
