@@ -7,6 +7,7 @@
 
 #![deny(missing_docs)]
 
+pub mod adtcp;
 pub mod bench;
 pub mod cm;
 pub mod env;
@@ -123,6 +124,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     v.extend(cm::all());
     v.extend(tpba::all());
     v.extend(env::all());
+    v.extend(adtcp::all());
     v
 }
 

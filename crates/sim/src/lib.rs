@@ -28,6 +28,7 @@
 pub mod agent;
 pub mod agents;
 pub mod link;
+pub mod manet;
 pub mod media_metrics;
 pub mod metrics;
 pub mod packet;

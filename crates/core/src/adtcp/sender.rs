@@ -328,6 +328,25 @@ impl CongestionController for AdtcpSender {
         self.phase == Phase::Closed
     }
 
+    /// `phase` (0 established, 1 probing, 2 closed), then the [`Reactions`] counters.
+    fn policy_counters(&self) -> Vec<(&'static str, u64)> {
+        let phase = match self.phase {
+            Phase::Established => 0,
+            Phase::Probing { .. } => 1,
+            Phase::Closed => 2,
+        };
+        let r = &self.reactions;
+        vec![
+            ("phase", phase),
+            ("congestion", r.congestion),
+            ("channel_error", r.channel_error),
+            ("route_change", r.route_change),
+            ("disconnection", r.disconnection),
+            ("probe_failures", r.probe_failures),
+            ("reconnections", r.reconnections),
+        ]
+    }
+
     fn window(&self) -> u64 {
         self.cc.window()
     }

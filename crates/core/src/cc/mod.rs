@@ -28,9 +28,18 @@
 //! [`max_segment_bytes`](CongestionController::max_segment_bytes) lets the controller shrink
 //! the next segment (small probes); and [`close_requested`](CongestionController::close_requested)
 //! lets it give up on the connection, checked after each retransmission timeout.
+//!
+//! Two more hooks serve baselines and experiments, also no-ops by default:
+//! [`on_link_failure`](CongestionController::on_link_failure) delivers an explicit link-failure
+//! notification from the network (TCP-ELFN, [`Elfn`]), and
+//! [`policy_counters`](CongestionController::policy_counters) exposes a policy controller's
+//! own state and counters (ADTCP's phase and reactions) through
+//! [`crate::tcp::Connection::cc`], so a driver can read them without knowing the type.
 
+mod elfn;
 mod newreno;
 
+pub use elfn::Elfn;
 pub use newreno::{InitialWindow, NewReno, initial_window};
 
 use crate::time::Time;
@@ -136,6 +145,18 @@ pub trait CongestionController: fmt::Debug {
     /// (controllers whose window is not theirs to set, such as CM-delegated ones).
     fn set_window(&mut self, _now: Time, _bytes: u64) -> bool {
         false
+    }
+
+    /// The network told the sender that a link on the path failed (an explicit link-failure
+    /// notification, TCP-ELFN: Holland and Vaidya, MobiCom '99, papers/004 §1 and §6). Only an
+    /// engine that emulates such a network calls it. The default ignores it.
+    fn on_link_failure(&mut self, _now: Time) {}
+
+    /// The policy's own state and counters as `(name, value)` pairs, in a fixed order (e.g.
+    /// ADTCP's phase and how often it took each reaction), for reports and experiments. The
+    /// default has none.
+    fn policy_counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
     }
 
     /// The current congestion window in bytes (for metrics and traces).

@@ -29,7 +29,19 @@ impl World {
             unbound: 0,
             dirty: Vec::new(),
             arrivals: VecDeque::new(),
+            drop_log: None,
         }
+    }
+
+    /// Starts recording every packet the links lose (queue overflow, random loss, outage) in
+    /// [`World::drop_log`]. Off by default; recording changes nothing else.
+    pub fn enable_drop_log(&mut self) {
+        self.drop_log.get_or_insert_with(Vec::new);
+    }
+
+    /// The losses recorded since [`World::enable_drop_log`], in the order they were reported.
+    pub fn drop_log(&self) -> &[DropRecord] {
+        self.drop_log.as_deref().unwrap_or(&[])
     }
 
     /// Current virtual time.

@@ -95,6 +95,24 @@ pub struct FlowSpec {
     pub stop: Time,
 }
 
+/// A packet lost inside the network, as recorded by the drop log
+/// ([`World::enable_drop_log`]): what a global monitor needs to tell why each packet was lost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DropRecord {
+    /// When the loss was reported (the link reports a loss when it is advanced to its time).
+    pub at: Time,
+    /// The link that lost it.
+    pub link: LinkId,
+    /// The packet's flow, if it belongs to one.
+    pub flow: Option<u32>,
+    /// True for the receiver → sender direction of its flow.
+    pub reverse: bool,
+    /// The packet's payload bytes (0 for a pure ACK).
+    pub payload_len: u32,
+    /// Why it was lost.
+    pub reason: DropReason,
+}
+
 /// The simulator. Build it (nodes, links, agents, flows), then [`World::run_until`].
 pub struct World {
     now: Time,
@@ -116,6 +134,8 @@ pub struct World {
     dirty: Vec<NodeId>,
     /// Packets that arrived and await handling, to avoid recursion.
     arrivals: VecDeque<(NodeId, Packet)>,
+    /// Every in-network loss, when enabled.
+    drop_log: Option<Vec<DropRecord>>,
 }
 
 /// splitmix64: derives independent seeds for links and agents from the world seed.

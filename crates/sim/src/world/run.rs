@@ -75,8 +75,9 @@ impl World {
                 self.captures[c].1.record(at, &p);
             }
         }
-        while let Some((p, _why)) = slot.link.poll_dropped() {
+        while let Some((p, why)) = slot.link.poll_dropped() {
             Self::count_loss(&mut self.flows, &p);
+            Self::log_drop(&mut self.drop_log, self.now, l, &p, why);
         }
         let to = slot.to;
         while let Some(p) = slot.link.poll_delivered(self.now) {
@@ -92,6 +93,19 @@ impl World {
             } else {
                 f.lost += 1;
             }
+        }
+    }
+
+    fn log_drop(log: &mut Option<Vec<DropRecord>>, at: Time, l: u32, p: &Packet, why: DropReason) {
+        if let Some(log) = log.as_mut() {
+            log.push(DropRecord {
+                at,
+                link: LinkId(l),
+                flow: p.meta.flow,
+                reverse: p.meta.reverse,
+                payload_len: p.payload_len,
+                reason: why,
+            });
         }
     }
 
@@ -206,10 +220,9 @@ impl World {
         };
         let now = self.now;
         let slot = &mut self.links[l.0 as usize];
-        if let Err((p, DropReason::QueueFull | DropReason::RandomLoss | DropReason::Outage)) =
-            slot.link.enqueue(now, p)
-        {
+        if let Err((p, why)) = slot.link.enqueue(now, p) {
             Self::count_loss(&mut self.flows, &p);
+            Self::log_drop(&mut self.drop_log, now, l.0, &p, why);
         }
         self.drain_link(l.0);
     }

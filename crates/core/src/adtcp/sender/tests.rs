@@ -346,3 +346,14 @@ mod prop {
         }
     }
 }
+
+#[test]
+fn test_policy_counters_expose_phase_and_reactions_through_the_trait() {
+    let mut s = sender(Some(StateReport::NORMAL));
+    s.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
+    let cc: &dyn CongestionController = &s;
+    let counters = cc.policy_counters();
+    assert_eq!(counters.first(), Some(&("phase", 1)));
+    assert!(counters.contains(&("disconnection", 1)));
+    assert!(counters.contains(&("congestion", 0)));
+}

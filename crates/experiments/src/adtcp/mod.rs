@@ -1,0 +1,289 @@
+//! The ADTCP experiments (papers/004, Fu, Greenstein, Meng and Lu, ICNP '02): identification
+//! accuracy (§3), throughput against NewReno and TCP-ELFN (§5.1) and TCP-friendliness
+//! (§5.2), each `adaptnet exp adtcp-<name>`, on the simulated mobile ad hoc path of
+//! [`adaptnet_sim::manet`]. Parameters are in `experiments/adtcp/*.params`.
+//!
+//! The paper's figures survive only as captions and axis labels: every number is lost from
+//! its text. The reports therefore state the paper's claims as shapes and orderings beside
+//! our numbers, never as values.
+
+mod accuracy;
+mod friendliness;
+mod throughput;
+
+pub use accuracy::{Accuracy, AccuracyCell, Judgement};
+pub use friendliness::Friendliness;
+pub use throughput::Throughput;
+
+use crate::{ExpError, ExpOptions, Experiment};
+use adaptnet_core::Time;
+use adaptnet_sim::agent::Agent;
+use adaptnet_sim::agents::tcp::TcpSender;
+use adaptnet_sim::manet::agents::{ElfnSender, IdLogReceiver};
+use adaptnet_sim::manet::monitor::Monitor;
+use adaptnet_sim::manet::{CbrFlow, ManetConfig, ManetPath, Protocol};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// The ADTCP experiments.
+pub fn all() -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(accuracy::Accuracy),
+        Box::new(throughput::Throughput),
+        Box::new(friendliness::Friendliness),
+    ]
+}
+
+/// A competing CBR flow, timed as fractions of the run.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompetingParams {
+    /// Start, fraction of the run.
+    pub start_frac: f64,
+    /// Stop, fraction of the run.
+    pub stop_frac: f64,
+    /// Rate, bit/s.
+    pub rate_bits_per_s: f64,
+}
+
+/// An `experiments/adtcp/*.params` file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Params {
+    /// Run length, s.
+    pub duration_s: f64,
+    /// Run length with `--quick`, s.
+    pub quick_duration_s: f64,
+    /// Node speeds, m/s.
+    pub speeds_m_per_s: Vec<f64>,
+    /// Node speeds with `--quick`.
+    pub quick_speeds_m_per_s: Vec<f64>,
+    /// Runs (seeds) per speed.
+    pub runs_per_speed: u64,
+    /// Runs per speed with `--quick`.
+    pub quick_runs_per_speed: u64,
+    /// The monitor's sampling period, ms.
+    pub monitor_period_ms: f64,
+    /// The path (its `mobility.speed_m_per_s` is overridden per run).
+    pub path: ManetConfig,
+    /// Competing CBR flows, for the cases that have them.
+    #[serde(default)]
+    pub competing: Vec<CompetingParams>,
+}
+
+impl Params {
+    /// Loads `experiments/adtcp/<file>`.
+    pub fn load(opts: &ExpOptions, file: &str) -> Result<Params, ExpError> {
+        Params::load_path(&opts.experiments_dir.join("adtcp").join(file))
+    }
+
+    /// Loads a parameter file.
+    pub fn load_path(path: &Path) -> Result<Params, ExpError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
+        let p: Params = toml::from_str(&text).map_err(|e| {
+            ExpError::Input(format!(
+                "{}: {e}(fields and units: crates/experiments/src/adtcp/mod.rs `Params`)",
+                path.display()
+            ))
+        })?;
+        let bad = |field: &str, why: &str| {
+            ExpError::Input(format!("{}: `{field}` {why}", path.display()))
+        };
+        for (field, v) in [
+            ("duration_s", p.duration_s),
+            ("quick_duration_s", p.quick_duration_s),
+        ] {
+            if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
+                return Err(bad(field, "must be between 1 and 1e6 seconds"));
+            }
+        }
+        if p.speeds_m_per_s.is_empty() || p.quick_speeds_m_per_s.is_empty() {
+            return Err(bad("speeds_m_per_s", "needs at least one speed"));
+        }
+        if p.runs_per_speed == 0 || p.quick_runs_per_speed == 0 {
+            return Err(bad("runs_per_speed", "must be at least 1"));
+        }
+        if !(p.monitor_period_ms.is_finite() && (1.0..=1e4).contains(&p.monitor_period_ms)) {
+            return Err(bad("monitor_period_ms", "must be between 1 and 10000"));
+        }
+        for c in &p.competing {
+            if !(0.0..=1.0).contains(&c.start_frac) || !(c.start_frac..=1.0).contains(&c.stop_frac)
+            {
+                return Err(bad("competing", "needs 0 <= start_frac <= stop_frac <= 1"));
+            }
+        }
+        Ok(p)
+    }
+
+    /// Run length.
+    pub fn duration(&self, quick: bool) -> Duration {
+        Duration::from_secs_f64(if quick {
+            self.quick_duration_s
+        } else {
+            self.duration_s
+        })
+    }
+
+    /// Speeds to run.
+    pub fn speeds(&self, quick: bool) -> &[f64] {
+        if quick {
+            &self.quick_speeds_m_per_s
+        } else {
+            &self.speeds_m_per_s
+        }
+    }
+
+    /// The seeds of one speed: the user's, or `1..=runs`.
+    pub fn seeds(&self, opts: &ExpOptions) -> Vec<u64> {
+        if !opts.seeds.is_empty() {
+            return opts.seeds.clone();
+        }
+        let n = if opts.quick {
+            self.quick_runs_per_speed
+        } else {
+            self.runs_per_speed
+        };
+        (1..=n).collect()
+    }
+
+    /// The path at a speed, with or without channel error and competing flows.
+    pub fn path_config(
+        &self,
+        speed: f64,
+        channel_error: bool,
+        competing: bool,
+        quick: bool,
+    ) -> ManetConfig {
+        let mut cfg = self.path.clone();
+        cfg.mobility.speed_m_per_s = speed;
+        if !channel_error {
+            cfg.channel_error = None;
+        }
+        let d = self.duration(quick).as_secs_f64();
+        cfg.cbr = if competing {
+            self.competing
+                .iter()
+                .map(|c| CbrFlow {
+                    start_s: c.start_frac * d,
+                    stop_s: c.stop_frac * d,
+                    rate_bits_per_s: c.rate_bits_per_s,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        cfg
+    }
+}
+
+/// One TCP flow's outcome.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct FlowOut {
+    /// Its protocol.
+    pub protocol: &'static str,
+    /// Goodput over the run, bit/s.
+    pub goodput_bps: f64,
+    /// The sender's policy counters (ADTCP reactions, ELFN notifications).
+    pub policy: BTreeMap<String, u64>,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+}
+
+/// One run's outcome.
+pub struct RunOut {
+    /// The TCP flows, in the order given.
+    pub flows: Vec<FlowOut>,
+    /// The monitor.
+    pub monitor: Monitor,
+    /// The first flow's identifications.
+    pub identifications: Vec<(Time, adaptnet_core::adtcp::receiver::Identification)>,
+    /// Path breaks drawn: (route changes, disconnections).
+    pub episodes: (usize, usize),
+}
+
+/// Derives a run's world seed from the user's seed and the speed, so each speed draws its own
+/// mobility (the same for every protocol at that speed and seed: a paired comparison).
+pub fn run_seed(seed: u64, speed: f64) -> u64 {
+    adaptnet_sim::world::mix_seed(seed, (speed * 1000.0).round() as u64)
+}
+
+/// Runs one path with TCP flows of `protocols` (started 10 ms apart) to its end.
+pub fn run_path(
+    cfg: &ManetConfig,
+    duration: Duration,
+    seed: u64,
+    protocols: &[Protocol],
+    monitor_period: Duration,
+) -> Result<RunOut, ExpError> {
+    let err = |e: adaptnet_sim::manet::ManetError| ExpError::Input(e.to_string());
+    let mut path = ManetPath::build(cfg, duration, seed).map_err(err)?;
+    for (i, &p) in protocols.iter().enumerate() {
+        let start = Time::ZERO + Duration::from_millis(10 * i as u64);
+        path.add_tcp(&format!("tcp{i}"), p, start).map_err(err)?;
+    }
+    let monitor = Monitor::run(&mut path, monitor_period, &mut |_| {});
+    let mut flows = Vec::new();
+    let mut identifications = Vec::new();
+    for (i, f) in path.tcp.iter().enumerate() {
+        let Some((tx, rx)) = path.world.flow_agents(f.flow) else {
+            continue;
+        };
+        let rx = path
+            .world
+            .agent::<IdLogReceiver>(rx)
+            .ok_or_else(|| ExpError::Input("MANET receiver agent missing".into()))?;
+        if i == 0 {
+            identifications = rx.identifications().to_vec();
+        }
+        let sender = match f.protocol {
+            Protocol::Elfn => path.world.agent::<ElfnSender>(tx).map(ElfnSender::sender),
+            _ => path.world.agent::<TcpSender>(tx),
+        };
+        let conn = sender.and_then(TcpSender::connection);
+        flows.push(FlowOut {
+            protocol: f.protocol.name(),
+            goodput_bps: rx.delivered_bytes() as f64 * 8.0 / duration.as_secs_f64().max(1e-9),
+            policy: conn
+                .map(|c| {
+                    c.cc()
+                        .policy_counters()
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            timeouts: conn.map_or(0, |c| c.stats().timeouts),
+        });
+    }
+    use adaptnet_sim::manet::mobility::EpisodeKind;
+    let episodes = (
+        path.schedule.count(EpisodeKind::RouteChange),
+        path.schedule.count(EpisodeKind::Disconnection),
+    );
+    Ok(RunOut {
+        flows,
+        monitor,
+        identifications,
+        episodes,
+    })
+}
+
+/// Mean of a slice (0 if empty).
+fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}
+
+/// Pretty JSON.
+fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ExpError> {
+    Ok(serde_json::to_vec_pretty(v).map_err(crate::report::ReportError::from)?)
+}
+
+#[cfg(test)]
+mod tests;

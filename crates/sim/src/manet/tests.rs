@@ -1,0 +1,232 @@
+//! The MANET path: the mobility mapping, the schedules it feeds the link model, the monitor's
+//! ground truth, the ELFN notifications and determinism.
+
+use super::agents::{ElfnSender, IdLogReceiver};
+use super::mobility::{ChannelErrorConfig, EpisodeKind, MobilityConfig, MobilitySchedule};
+use super::monitor::{Monitor, TrueState};
+use super::*;
+use crate::agent::Agent;
+use crate::link::DropReason;
+
+fn schedule(speed: f64, secs: u64, seed: u64) -> MobilitySchedule {
+    let cfg = MobilityConfig {
+        speed_m_per_s: speed,
+        ..MobilityConfig::default()
+    };
+    MobilitySchedule::generate(&cfg, 4, Duration::from_secs(secs), seed).expect("valid")
+}
+
+#[test]
+fn test_break_rate_follows_speed() {
+    assert_eq!(schedule(0.0, 1000, 1).episodes().len(), 0);
+    let cfg = MobilityConfig::default();
+    assert!((cfg.break_rate_per_s(4) - 0.16).abs() < 1e-12);
+    // Breaks come at rate λ between episodes: count ≈ T / (1/λ + mean episode length).
+    let s10 = schedule(10.0, 20_000, 2);
+    let mean_len: f64 = s10
+        .episodes()
+        .iter()
+        .map(|e| (e.end() - e.outage.start).as_secs_f64())
+        .sum::<f64>()
+        / s10.episodes().len() as f64;
+    let expected = 20_000.0 / (1.0 / 0.16 + mean_len);
+    let n = s10.episodes().len() as f64;
+    assert!((n - expected).abs() < 0.05 * expected, "{n} vs {expected}");
+    let s20 = schedule(20.0, 20_000, 2);
+    assert!(s20.episodes().len() as f64 > 1.6 * n);
+    // Disconnections are 30 % of the breaks.
+    let share = s10.count(EpisodeKind::Disconnection) as f64 / n;
+    assert!((share - 0.3).abs() < 0.03, "{share}");
+}
+
+#[test]
+fn test_episodes_are_sorted_non_overlapping_and_within_bounds() {
+    let s = schedule(20.0, 5000, 3);
+    let cfg = MobilityConfig::default();
+    let mut last_end = Time::ZERO;
+    for e in s.episodes() {
+        assert!(e.outage.start >= last_end);
+        last_end = e.end();
+        let len = e.outage.duration.as_secs_f64();
+        match e.kind {
+            EpisodeKind::Disconnection => {
+                assert!(e.reorder.is_none());
+                assert!(
+                    (cfg.outage_min_s..=cfg.outage_max_s).contains(&len),
+                    "{len}"
+                );
+            }
+            EpisodeKind::RouteChange => {
+                let r = e.reorder.expect("route change reorders");
+                assert_eq!(r.start, e.outage.start + e.outage.duration);
+                assert!((0.02..=0.2).contains(&len), "{len}");
+                assert!((0.02..=0.1).contains(&r.extra_delay.as_secs_f64()));
+            }
+        }
+    }
+    assert_eq!(s.outages().len(), s.episodes().len());
+    assert_eq!(s.reorders().len(), s.count(EpisodeKind::RouteChange));
+    assert_eq!(schedule(20.0, 5000, 3), s);
+    assert_ne!(schedule(20.0, 5000, 4), s);
+}
+
+#[test]
+fn test_channel_error_fades_start_more_often_with_speed() {
+    let ce = ChannelErrorConfig::default();
+    let still = ce.loss_model(0.0).expect("valid").mean_loss();
+    let fast = ce.loss_model(20.0).expect("valid").mean_loss();
+    assert!(still > 0.01 && fast > still + 0.003, "{still} {fast}");
+    let bad = ChannelErrorConfig { rate: 1.5, ..ce };
+    assert!(matches!(
+        bad.loss_model(1.0),
+        Err(ManetError::Param { field: "rate", .. })
+    ));
+}
+
+#[test]
+fn test_bad_parameters_are_named() {
+    let cfg = ManetConfig {
+        mobility: MobilityConfig {
+            disconnection_probability: 2.0,
+            ..MobilityConfig::default()
+        },
+        ..ManetConfig::default()
+    };
+    let err = ManetPath::build(&cfg, Duration::from_secs(1), 1).err();
+    assert!(
+        matches!(
+            err,
+            Some(ManetError::Param {
+                field: "disconnection_probability",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}
+
+fn run(cfg: &ManetConfig, protocol: Protocol, secs: u64, seed: u64) -> (ManetPath, Monitor) {
+    let mut path = ManetPath::build(cfg, Duration::from_secs(secs), seed).expect("valid");
+    path.add_tcp("tcp", protocol, Time::ZERO).expect("flow");
+    let m = Monitor::run(&mut path, Duration::from_millis(10), &mut |_| {});
+    (path, m)
+}
+
+fn delivered(path: &ManetPath) -> u64 {
+    let (_, rx) = path.world.flow_agents(path.tcp[0].flow).expect("flow");
+    path.world
+        .agent::<IdLogReceiver>(rx)
+        .map_or(0, |r| r.delivered_bytes())
+}
+
+#[test]
+fn test_monitor_ground_truth_matches_the_schedules() {
+    let cfg = ManetConfig {
+        mobility: MobilityConfig {
+            speed_m_per_s: 20.0,
+            ..MobilityConfig::default()
+        },
+        channel_error: Some(ChannelErrorConfig::default()),
+        ..ManetConfig::default()
+    };
+    let (path, m) = run(&cfg, Protocol::NewRenoObserved, 60, 7);
+    assert_eq!(m.moments().len(), 6000);
+    assert!(!path.schedule.episodes().is_empty());
+    for mo in m.moments() {
+        let want = match path.schedule.episode_at(mo.at).map(|e| e.kind) {
+            Some(EpisodeKind::Disconnection) => TrueState::Disconnection,
+            Some(EpisodeKind::RouteChange) => TrueState::RouteChange,
+            None if mo.max_queue_packets > 25 => TrueState::Congestion,
+            None => TrueState::ChannelError,
+        };
+        assert_eq!(mo.state, want, "{mo:?}");
+    }
+    assert!(m.time_share(TrueState::Disconnection) > 0.0);
+    let losses = m.losses();
+    assert!(losses.iter().any(|l| l.truth == TrueState::ChannelError));
+    assert!(losses.iter().any(|l| l.reason == DropReason::Outage));
+    for l in losses {
+        if l.reason == DropReason::Outage && l.truth != TrueState::Congestion {
+            let kind = path.schedule.episode_at(l.at).map(|e| e.kind);
+            assert!(kind.is_some(), "outage loss outside any episode: {l:?}");
+        }
+    }
+    // The receiver identified states all along.
+    let (_, rx) = path.world.flow_agents(path.tcp[0].flow).expect("flow");
+    let ids = path
+        .world
+        .agent::<IdLogReceiver>(rx)
+        .map_or(0, |r| r.identifications().len());
+    assert!(ids > 200, "{ids}");
+}
+
+#[test]
+fn test_cbr_congests_the_shared_queue() {
+    let cfg = ManetConfig {
+        mobility: MobilityConfig {
+            speed_m_per_s: 0.0,
+            ..MobilityConfig::default()
+        },
+        cbr: vec![CbrFlow {
+            start_s: 5.0,
+            stop_s: 15.0,
+            rate_bits_per_s: 1.1e6,
+        }],
+        ..ManetConfig::default()
+    };
+    let (_, m) = run(&cfg, Protocol::NewReno, 20, 1);
+    let congested: Vec<_> = m
+        .moments()
+        .iter()
+        .filter(|x| x.state == TrueState::Congestion)
+        .collect();
+    assert!(!congested.is_empty());
+    assert!(congested.iter().all(|x| x.at.as_secs_f64() > 5.0));
+    assert!(m.losses().iter().all(|l| l.truth == TrueState::Congestion));
+    assert!(!m.losses().is_empty());
+}
+
+#[test]
+fn test_elfn_sender_is_notified_at_each_disconnection() {
+    let cfg = ManetConfig {
+        mobility: MobilityConfig {
+            speed_m_per_s: 20.0,
+            disconnection_probability: 1.0,
+            ..MobilityConfig::default()
+        },
+        ..ManetConfig::default()
+    };
+    let (path, _) = run(&cfg, Protocol::Elfn, 60, 5);
+    let (tx, _) = path.world.flow_agents(path.tcp[0].flow).expect("flow");
+    let elfn = path.world.agent::<ElfnSender>(tx).expect("elfn agent");
+    let due = path
+        .schedule
+        .episodes()
+        .iter()
+        .filter(|e| e.outage.start.as_secs_f64() + 0.005 <= 60.0)
+        .count() as u64;
+    assert!(due > 3);
+    assert_eq!(elfn.notices_delivered(), due);
+    let counters = elfn
+        .sender()
+        .connection()
+        .expect("connected")
+        .cc()
+        .policy_counters();
+    assert!(counters.contains(&("notifications", due)), "{counters:?}");
+    assert!(delivered(&path) > 0);
+}
+
+#[test]
+fn test_same_seed_same_run() {
+    let cfg = ManetConfig {
+        channel_error: Some(ChannelErrorConfig::default()),
+        ..ManetConfig::default()
+    };
+    let (a, ma) = run(&cfg, Protocol::Adtcp, 30, 9);
+    let (b, mb) = run(&cfg, Protocol::Adtcp, 30, 9);
+    assert_eq!(delivered(&a), delivered(&b));
+    assert_eq!(ma.losses(), mb.losses());
+    let (c, _) = run(&cfg, Protocol::Adtcp, 30, 10);
+    assert_ne!(delivered(&a), delivered(&c));
+}
