@@ -14,6 +14,7 @@ pub mod env;
 pub mod nai;
 pub mod report;
 pub mod rng;
+pub mod scenario_run;
 pub mod tpba;
 
 use report::OutputFile;

@@ -15,6 +15,7 @@ pub use accuracy::{Accuracy, AccuracyCell, Judgement};
 pub use friendliness::Friendliness;
 pub use throughput::Throughput;
 
+use crate::report::{json, mean};
 use crate::{ExpError, ExpOptions, Experiment};
 use adaptnet_core::Time;
 use adaptnet_sim::agent::Agent;
@@ -269,20 +270,6 @@ pub fn run_path(
         identifications,
         episodes,
     })
-}
-
-/// Mean of a slice (0 if empty).
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
-}
-
-/// Pretty JSON.
-fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ExpError> {
-    Ok(serde_json::to_vec_pretty(v).map_err(crate::report::ReportError::from)?)
 }
 
 #[cfg(test)]

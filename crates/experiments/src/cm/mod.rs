@@ -17,9 +17,10 @@ mod fig9;
 mod plot;
 mod web;
 
+use crate::report::{json, mean};
 use crate::rng::SplitMix;
+use crate::scenario_run::run;
 use crate::{ExpError, ExpOptions, Experiment};
-use adaptnet_core::Time;
 use adaptnet_sim::link::QueueLimit;
 use adaptnet_sim::metrics::{FlowResult, RunResults};
 use adaptnet_sim::scenario::{Scenario, TopologyDef};
@@ -87,21 +88,6 @@ fn jitter_starts(s: &mut Scenario, seed: u64, names: &[&str], max: Duration) {
     }
 }
 
-/// Runs a scenario, mapping its virtual-time progress into `[done, done + share)`.
-fn run(
-    s: &Scenario,
-    seed: u64,
-    progress: &mut dyn FnMut(f64),
-    done: f64,
-    share: f64,
-) -> Result<RunResults, ExpError> {
-    let total = s.duration.as_secs_f64().max(1e-9);
-    let out = s.run(seed, &mut |t: Time| {
-        progress(done + share * (t.as_secs_f64() / total).min(1.0))
-    })?;
-    Ok(out.results)
-}
-
 /// The flow named `name`.
 fn flow<'a>(r: &'a RunResults, name: &str) -> Result<&'a FlowResult, ExpError> {
     r.flow(name)
@@ -124,20 +110,6 @@ fn sequence_trace(r: &RunResults, f: &FlowResult) -> Vec<(f64, f64)> {
         pts.push((*t, acc / 1e3));
     }
     pts
-}
-
-/// Pretty JSON of a serialisable value.
-fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ExpError> {
-    Ok(serde_json::to_vec_pretty(v).map_err(crate::report::ReportError::from)?)
-}
-
-/// Mean of a slice (0 if empty).
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
 }
 
 /// kbit/s with no decimals.

@@ -11,6 +11,8 @@ mod table4;
 mod table5;
 mod table6;
 
+use crate::report::{json, mean};
+use crate::scenario_run::run;
 use crate::{ExpError, ExpOptions, Experiment};
 use adaptnet_core::Time;
 use adaptnet_core::env::{Action, Param};
@@ -77,21 +79,6 @@ fn simple(param: Param, level: u16, action: impl Into<Action>) -> EnvActionDef {
     }
 }
 
-/// Runs a scenario, mapping its progress into `[done, done + share)`.
-fn run(
-    s: &Scenario,
-    seed: u64,
-    progress: &mut dyn FnMut(f64),
-    done: f64,
-    share: f64,
-) -> Result<RunResults, ExpError> {
-    let total = s.duration.as_secs_f64().max(1e-9);
-    let out = s.run(seed, &mut |t: Time| {
-        progress(done + share * (t.as_secs_f64() / total).min(1.0))
-    })?;
-    Ok(out.results)
-}
-
 /// The run's only flow.
 fn only_flow(r: &RunResults) -> Result<&FlowResult, ExpError> {
     r.flows
@@ -102,20 +89,6 @@ fn only_flow(r: &RunResults) -> Result<&FlowResult, ExpError> {
 /// A counter of a flow (0 if absent).
 fn counter(f: &FlowResult, k: &str) -> f64 {
     f.counters.get(k).copied().unwrap_or(0.0)
-}
-
-/// Pretty JSON of a serialisable value.
-fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ExpError> {
-    Ok(serde_json::to_vec_pretty(v).map_err(crate::report::ReportError::from)?)
-}
-
-/// Mean of a slice (0 if empty).
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
 }
 
 #[cfg(test)]

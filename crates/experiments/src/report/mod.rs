@@ -190,3 +190,17 @@ pub fn run_files(r: &RunResults) -> Result<Vec<OutputFile>, ReportError> {
     files.push(("goodput.svg".into(), svg.into_bytes()));
     Ok(files)
 }
+
+/// Pretty JSON of a serialisable value.
+pub fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, crate::ExpError> {
+    Ok(serde_json::to_vec_pretty(v).map_err(ReportError::from)?)
+}
+
+/// Mean of a slice (0 if empty).
+pub fn mean(xs: &[f64]) -> f64 {
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs.iter().sum::<f64>() / xs.len() as f64
+    }
+}

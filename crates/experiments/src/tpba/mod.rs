@@ -12,6 +12,7 @@ mod table4;
 
 pub use metrics::{DeltaR, delta_r};
 
+use crate::report::{json, mean};
 use crate::{ExpError, ExpOptions, Experiment};
 use adaptnet_core::Time;
 use adaptnet_sim::metrics::{FlowResult, RunResults};
@@ -84,20 +85,6 @@ fn mean_kbps(r: &RunResults, f: &FlowResult, from_s: f64, to_s: f64) -> f64 {
         .map(|(_, k)| k)
         .collect();
     mean(&xs)
-}
-
-/// Pretty JSON of a serialisable value.
-fn json<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, ExpError> {
-    Ok(serde_json::to_vec_pretty(v).map_err(crate::report::ReportError::from)?)
-}
-
-/// Mean of a slice (0 if empty).
-fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
 }
 
 #[cfg(test)]
