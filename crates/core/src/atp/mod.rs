@@ -39,6 +39,21 @@ pub enum RateSource {
     External,
 }
 
+/// Which of the estimator's two values paces SPP (§4.2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum Pacing {
+    /// `available`, the value advertised to NAI (the default). Under backlog it is below the
+    /// usage (drains the interface queue); while probing it is above it — the only way the
+    /// sending rate can rise without a packet pair. See `docs/design/nai.md` §4 item 2.
+    #[default]
+    Available,
+    /// `curbw`, as §4.2 reads: "the amount of bandwidth which ATP should restrict itself to
+    /// using over the next second", while `available` (which may include the probe) is only
+    /// advertised. With Figure 3 `curbw` is the measured usage, so the rate rises only through
+    /// packet pairs; kept so the paper's behaviour can be measured.
+    Curbw,
+}
+
 /// Configuration of an ATP sender.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct AtpConfig {
@@ -48,6 +63,8 @@ pub struct AtpConfig {
     pub spp: SppConfig,
     /// Estimator constants.
     pub estimator: EstimatorConfig,
+    /// Which estimate paces SPP.
+    pub pacing: Pacing,
     /// Pacing burst allowance, in bytes (the token bucket's depth).
     pub pacing_burst_bytes: u32,
     /// The engine's timer granularity: the token bucket also holds what the pacing rate
@@ -67,6 +84,7 @@ impl Default for AtpConfig {
             nai: NaiConfig::default(),
             spp: SppConfig::default(),
             estimator: EstimatorConfig::default(),
+            pacing: Pacing::Available,
             pacing_burst_bytes: 2 * 1472,
             timer_granularity: std::time::Duration::ZERO,
             max_buffered_bytes: 64 << 20,

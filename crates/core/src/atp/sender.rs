@@ -1,7 +1,7 @@
 //! The ATP sender over SPP: NAI scheduling + SPP reliability + Figure 3 estimation + pacing.
 
 use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock};
-use super::{AtpConfig, RateSource};
+use super::{AtpConfig, Pacing, RateSource};
 use crate::nai::{MessageId, NaiError, NaiEvent, QueueId, Scheduler, SendOptions};
 use crate::spp::wire::DataHeader;
 use crate::spp::{SppDatagram, SppOutcome, SppRepr, SppSender, SppStats};
@@ -273,7 +273,7 @@ impl AtpSender {
             }
             SppRepr::Report(r) if self.source == RateSource::Estimated => {
                 if let Some(e) = self.clock.handle_report(r) {
-                    self.apply_rate(now, e.available_bytes_per_s);
+                    self.apply_estimate(now, e);
                 }
             }
             _ => {}
@@ -281,21 +281,39 @@ impl AtpSender {
     }
 
     fn apply_rate(&mut self, now: Time, rate_bytes_per_s: f64) {
-        // The advertised value drives admission, early expiry, notifications and pacing; see
-        // docs/design/nai.md ("which estimate paces"). It counts datagram bytes (the estimator
-        // measures the interface), while NAI plans message bytes: NAI gets the payload share
-        // of it, so a message admitted "just in time" is not late by SPP's header overhead.
-        let rate = if rate_bytes_per_s == f64::INFINITY {
-            f64::MAX
-        } else if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
-            rate_bytes_per_s
-        } else {
-            0.0
+        self.apply_rates(now, rate_bytes_per_s, rate_bytes_per_s);
+    }
+
+    /// A new estimate: `available` is advertised, and paces unless the configuration asks
+    /// for the paper's `curbw` ([`Pacing`]).
+    fn apply_estimate(&mut self, now: Time, e: Estimate) {
+        let pace = match self.config.pacing {
+            Pacing::Available => e.available_bytes_per_s,
+            Pacing::Curbw => e.curbw_bytes_per_s,
+        };
+        self.apply_rates(now, e.available_bytes_per_s, pace);
+    }
+
+    fn apply_rates(&mut self, now: Time, advertised: f64, pace: f64) {
+        // The advertised value drives admission, early expiry and notifications, and by
+        // default pacing; see docs/design/nai.md ("which estimate paces"). It counts datagram
+        // bytes (the estimator measures the interface), while NAI plans message bytes: NAI
+        // gets the payload share of it, so a message admitted "just in time" is not late by
+        // SPP's header overhead.
+        let clean = |r: f64| {
+            if r == f64::INFINITY {
+                f64::MAX
+            } else if r.is_finite() && r > 0.0 {
+                r
+            } else {
+                0.0
+            }
         };
         let share = f64::from(self.spp.max_payload())
             / f64::from(self.config.spp.max_datagram_bytes.max(1));
-        self.nai.set_rate(now, rate * share.clamp(0.0, 1.0));
-        self.pacer.set_rate(now, rate);
+        self.nai
+            .set_rate(now, clean(advertised) * share.clamp(0.0, 1.0));
+        self.pacer.set_rate(now, clean(pace));
     }
 
     /// Applies what SPP learned to the scheduler, in SPP's order.
@@ -384,7 +402,7 @@ impl AtpSender {
         if self.source == RateSource::Estimated
             && let Some(e) = self.clock.handle_timeout(now)
         {
-            self.apply_rate(now, e.available_bytes_per_s);
+            self.apply_estimate(now, e);
         }
         self.nai.handle_timeout(now);
         let lost = self.spp.handle_timeout(now);

@@ -636,3 +636,38 @@ fn test_inverted_ack_range_is_ignored() {
     });
     s.handle_datagram(Time::from_millis(10), &ack, 0);
 }
+
+/// With [`Pacing::Curbw`] SPP is paced at the estimator's `curbw` while NAI is told
+/// `available`; with the default both are `available`.
+#[test]
+fn pacing_follows_the_configured_estimate() {
+    for pacing in [Pacing::Available, Pacing::Curbw] {
+        let config = AtpConfig {
+            pacing,
+            estimator: EstimatorConfig {
+                mode: EstimatorMode::Paper,
+                ..EstimatorConfig::default()
+            },
+            ..AtpConfig::default()
+        };
+        let mut s = AtpSender::new(config, RateSource::Estimated, Time::ZERO);
+        // 100 KB/s through the interface for five seconds, no backlog: the estimator probes.
+        for sec in 0..=5u64 {
+            let now = Time::from_secs(sec);
+            s.handle_interface_bytes(now, sec * 100_000);
+            s.handle_queue_len(now, 0);
+            s.handle_timeout(now);
+        }
+        let e = s.estimate();
+        assert!(
+            e.available_bytes_per_s > e.curbw_bytes_per_s,
+            "probing: {e:?}"
+        );
+        let expected = match pacing {
+            Pacing::Available => e.available_bytes_per_s,
+            Pacing::Curbw => e.curbw_bytes_per_s,
+        };
+        assert_eq!(s.pacing_rate_bytes_per_s(), expected, "{pacing:?}");
+        assert!(s.planning_rate_bytes_per_s() > e.curbw_bytes_per_s * 0.9);
+    }
+}
