@@ -2,6 +2,7 @@
 //! baseline taken in the same run (never as timed assertions in tests).
 
 mod cm;
+mod env;
 mod nai;
 mod sim;
 
@@ -33,6 +34,7 @@ pub fn all() -> Vec<Box<dyn Benchmark>> {
         Box::new(sim::SimSpeed),
         Box::new(cm::CmGrants),
         Box::new(nai::NaiSpeed),
+        Box::new(env::EnvSpeed),
     ]
 }
 
