@@ -12,19 +12,17 @@ impl TcpAction {
     /// - `ResetTimers`: [`Connection::reset_rto`] (clears backoff, retransmits now);
     /// - `DupAcks(n)`: [`Connection::request_extra_acks`];
     /// - `DelayedAckTimer(d)`: [`Connection::set_delayed_ack`].
-    ///
-    /// `DelayedAckCount`, `ReviseRtt` and `ReviseMss` have no hook in the TCP yet and return
-    /// [`EnvError::Unsupported`] without touching the connection.
+    /// - `DelayedAckCount(n)`: [`Connection::set_delayed_ack_count`];
+    /// - `ReviseRtt(r)`: [`Connection::revise_rtt`];
+    /// - `ReviseMss(m)`: [`Connection::set_mss`].
     pub fn apply(&self, now: Time, conn: &mut Connection) -> Result<(), EnvError> {
         match *self {
             TcpAction::ResetTimers => conn.reset_rto(now),
             TcpAction::DupAcks(n) => conn.request_extra_acks(n),
             TcpAction::DelayedAckTimer(d) => conn.set_delayed_ack(d),
-            TcpAction::DelayedAckCount(_) => {
-                return Err(EnvError::Unsupported("TCP_DELACK_COUNT"));
-            }
-            TcpAction::ReviseRtt(_) => return Err(EnvError::Unsupported("TCP_REVISE_RTT")),
-            TcpAction::ReviseMss(_) => return Err(EnvError::Unsupported("TCP_REVISE_MSS")),
+            TcpAction::DelayedAckCount(n) => conn.set_delayed_ack_count(n),
+            TcpAction::ReviseRtt(rtt) => conn.revise_rtt(rtt),
+            TcpAction::ReviseMss(mss) => conn.set_mss(mss),
         }
         Ok(())
     }
@@ -37,7 +35,7 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn test_hooked_actions_apply_and_others_are_refused() {
+    fn test_every_action_reaches_the_connection() {
         let config = TcpConfig::default();
         let mut conn = Connection::connect(config.clone(), 1, 2, 0, Connection::newreno(&config));
         let now = Time::ZERO;
@@ -45,15 +43,11 @@ mod tests {
         assert_eq!(TcpAction::DupAcks(5).apply(now, &mut conn), Ok(()));
         let timer = TcpAction::DelayedAckTimer(Some(Duration::from_millis(400)));
         assert_eq!(timer.apply(now, &mut conn), Ok(()));
-        assert_eq!(
-            TcpAction::DelayedAckCount(3).apply(now, &mut conn),
-            Err(EnvError::Unsupported("TCP_DELACK_COUNT"))
-        );
-        assert!(
-            TcpAction::ReviseRtt(Duration::from_millis(600))
-                .apply(now, &mut conn)
-                .is_err()
-        );
-        assert!(TcpAction::ReviseMss(536).apply(now, &mut conn).is_err());
+        assert_eq!(TcpAction::DelayedAckCount(3).apply(now, &mut conn), Ok(()));
+        let rtt = Duration::from_millis(600);
+        assert_eq!(TcpAction::ReviseRtt(rtt).apply(now, &mut conn), Ok(()));
+        assert_eq!(conn.rtt().srtt(), Some(rtt));
+        assert_eq!(conn.rtt().rttvar(), rtt / 2);
+        assert_eq!(TcpAction::ReviseMss(536).apply(now, &mut conn), Ok(()));
     }
 }

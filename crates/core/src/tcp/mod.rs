@@ -661,6 +661,27 @@ impl Connection {
         self.recv.set_delayed_ack(delay);
     }
 
+    /// Acknowledges every `segments`-th in-order segment (RFC 5681's 2 by default; at least 1)
+    /// — the environment action "increase the number of delayed ACKs" (papers/001 §4).
+    pub fn set_delayed_ack_count(&mut self, segments: u32) {
+        self.recv.set_ack_every(segments);
+    }
+
+    /// Replaces the RTT estimate with `rtt`, as a first measurement (RFC 6298 §2.2: SRTT = R,
+    /// RTTVAR = R/2) — the environment action on a device change (papers/001 §4).
+    pub fn revise_rtt(&mut self, rtt: Duration) {
+        let config = self.rtt().config().clone();
+        *self.rtt_mut() = RttEstimator::seeded(config, rtt, rtt / 2, rtt);
+    }
+
+    /// Replaces the maximum segment size (from a new device's MTU, papers/001 §4); segments
+    /// already sent keep their size.
+    pub fn set_mss(&mut self, mss: u16) {
+        let mss = mss.max(1);
+        self.config.mss = mss;
+        self.send.set_smss(u64::from(mss));
+    }
+
     /// Sends `n` extra (duplicate) ACKs as soon as possible.
     pub fn request_extra_acks(&mut self, n: u32) {
         self.recv.request_extra_acks(n);

@@ -38,6 +38,9 @@ pub(super) struct RecvHalf {
     delayed_ack: Option<Duration>,
     /// Full segments received since the last ACK (RFC 5681 §4.2: ACK at least every second).
     unacked_segments: u32,
+    /// In-order segments acknowledged together (2, RFC 5681 §4.2; more with the "increase the
+    /// number of delayed ACKs" environment action).
+    ack_every: u32,
     due: AckDue,
     /// Extra ACKs the application asked for (the "extra duplicate ACKs" environment action).
     extra_acks: u32,
@@ -57,6 +60,7 @@ impl RecvHalf {
             fin_delivered: false,
             delayed_ack,
             unacked_segments: 0,
+            ack_every: 2,
             due: AckDue::None,
             extra_acks: 0,
             sack_recent: Vec::new(),
@@ -127,7 +131,7 @@ impl RecvHalf {
             self.due = AckDue::Now;
         } else if advanced > 0 {
             self.unacked_segments += 1;
-            if self.unacked_segments >= 2 {
+            if self.unacked_segments >= self.ack_every {
                 self.due = AckDue::Now;
             } else if self.due == AckDue::None {
                 let delay = self.delayed_ack.unwrap_or_default();
@@ -231,6 +235,10 @@ impl RecvHalf {
         }
     }
 
+    pub(super) fn set_ack_every(&mut self, segments: u32) {
+        self.ack_every = segments.max(1);
+    }
+
     pub(super) fn set_delayed_ack(&mut self, delay: Option<Duration>) {
         self.delayed_ack = delay;
         if delay.is_none() && matches!(self.due, AckDue::At(_)) {
@@ -271,6 +279,19 @@ mod tests {
         assert_eq!(r.on_segment(Time::ZERO, 1, 100, false), 200);
         assert!(r.ack_due(Time::ZERO), "filling a hole is acked at once");
         assert_eq!(r.nxt(), 201);
+    }
+
+    #[test]
+    fn test_ack_every_third_segment_when_asked() {
+        let now = Time::ZERO;
+        let mut r = established(Some(Duration::from_millis(200)));
+        r.set_ack_every(3);
+        r.on_segment(now, 1, 100, false);
+        assert!(!r.ack_due(now));
+        r.on_segment(now, 101, 100, false);
+        assert!(!r.ack_due(now), "two segments wait for the third");
+        r.on_segment(now, 201, 100, false);
+        assert!(r.ack_due(now));
     }
 
     #[test]

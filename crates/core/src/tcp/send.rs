@@ -98,6 +98,11 @@ pub(super) struct AckInput<'a> {
 }
 
 impl SendHalf {
+    /// A new sender maximum segment size (a device change, §4 of papers/001).
+    pub(super) fn set_smss(&mut self, smss: u64) {
+        self.smss = smss.max(1);
+    }
+
     pub(super) fn new(smss: u64, rto: RtoConfig, cc: Box<dyn CongestionController>) -> SendHalf {
         SendHalf {
             smss: smss.max(1),
