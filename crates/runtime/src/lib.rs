@@ -10,6 +10,12 @@
 //! * [`iface`]: what ATP's estimator reads on a Linux host (interface byte counters and the
 //!   socket's send-queue backlog), the counterpart of the paper's FreeBSD `ifmib` reading.
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
+//! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
+//!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
+//!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
+//!   [`TpbaReceiver::bind(addr)`](tpba::TpbaReceiver::bind),
+//!   [`recv()`](tpba::TpbaReceiver::recv) yielding whole ADUs in order — with the
+//!   rate-probing period reading snd_una's progress from Linux `TCP_INFO` ([`tcpinfo`]).
 //!
 //! ```no_run
 //! use adaptnet_runtime::atp::{AtpEndpoint, EndpointOptions};
@@ -35,3 +41,5 @@ pub mod atp;
 pub mod clock;
 pub mod iface;
 pub mod naitcp;
+pub mod tcpinfo;
+pub mod tpba;
