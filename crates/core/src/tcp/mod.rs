@@ -670,7 +670,7 @@ impl Connection {
     /// Replaces the RTT estimate with `rtt`, as a first measurement (RFC 6298 §2.2: SRTT = R,
     /// RTTVAR = R/2) — the environment action on a device change (papers/001 §4).
     pub fn revise_rtt(&mut self, rtt: Duration) {
-        let config = self.rtt().config().clone();
+        let config = *self.rtt().config();
         *self.rtt_mut() = RttEstimator::seeded(config, rtt, rtt / 2, rtt);
     }
 
