@@ -102,6 +102,22 @@ enum Command {
         #[arg(long)]
         experiments: Option<PathBuf>,
     },
+    /// Print this host's environment events (papers/001) as they happen, one line each:
+    /// interface availability, bandwidth and signal quality crossing their levels.
+    Events {
+        /// The interface to watch (default: every interface in /sys/class/net).
+        #[arg(long)]
+        interface: Option<String>,
+        /// Poll period in milliseconds (at least 10).
+        #[arg(long, default_value_t = 500)]
+        period_ms: u64,
+        /// Stop after this many seconds (default: run until interrupted).
+        #[arg(short = 't', long)]
+        time: Option<f64>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a benchmark (`adaptnet bench list` shows them; default `sim`: the simulator on
     /// 10 NewReno flows, 10 Mbit/s, 50 ms RTT, 300 s).
     Bench {
@@ -161,6 +177,12 @@ fn main() -> ExitCode {
             out,
             experiments,
         } => commands::exp::run(&name, seeds, quick, out.as_deref(), experiments.as_deref()),
+        Command::Events {
+            interface,
+            period_ms,
+            time,
+            json,
+        } => seconds(time).and_then(|d| commands::events::run(interface, period_ms, d, json)),
         Command::Bench {
             name,
             repeat,

@@ -9,6 +9,9 @@
 //!   arriving as a stream, bandwidth notifications;
 //! * [`iface`]: what ATP's estimator reads on a Linux host (interface byte counters and the
 //!   socket's send-queue backlog), the counterpart of the paper's FreeBSD `ifmib` reading.
+//! * [`env`]: environment events on a Linux host (papers/001): interface availability,
+//!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
+//!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
@@ -39,6 +42,7 @@
 
 pub mod atp;
 pub mod clock;
+pub mod env;
 pub mod iface;
 pub mod naitcp;
 pub mod tcpinfo;
