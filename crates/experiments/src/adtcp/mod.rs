@@ -8,6 +8,7 @@
 //! our numbers, never as values.
 
 mod accuracy;
+pub mod cellular;
 mod friendliness;
 mod throughput;
 
@@ -34,6 +35,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(accuracy::Accuracy),
         Box::new(throughput::Throughput),
         Box::new(friendliness::Friendliness),
+        Box::new(cellular::Cellular),
     ]
 }
 

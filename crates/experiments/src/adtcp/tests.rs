@@ -152,3 +152,53 @@ fn test_protocols_see_the_same_path_and_runs_repeat() {
     assert!(ad.flows[0].policy.contains_key("disconnection"));
     assert!(nr.flows[0].policy.is_empty());
 }
+
+#[test]
+fn test_cellular_adtcp_beats_newreno_under_random_loss_on_the_synthetic_trace() {
+    use super::cellular::{CellularParams, build_traces, run_cells};
+    let o = opts();
+    let mut p = CellularParams::load_path(&o.experiments_dir.join("adtcp/cellular.params"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The synthetic stand-in only (always present), 2 % random loss.
+    p.traces.retain(|t| t.name() == "lte-synth");
+    p.losses
+        .retain(|l| l.name == "random 2%" || l.name == "none");
+    assert_eq!((p.traces.len(), p.losses.len()), (1, 2));
+    let root = o.experiments_dir.join("..");
+    let (built, notes) = build_traces(&p, &root, 30.0).unwrap_or_else(|e| panic!("{e}"));
+    assert!(notes.is_empty() && built.len() == 1);
+    let rows = run_cells(&p, &built, &[1, 2], Duration::from_secs(30), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    let lossy = rows.iter().find(|r| r.loss == "random 2%").expect("row");
+    let [nr, ad] = lossy.goodput_bps;
+    assert!(ad >= nr, "ADTCP {ad} < NewReno {nr} under 2 % random loss");
+    // Every loss there is channel error, and the breakdown accounts for them all.
+    let b = lossy.breakdown;
+    assert!(b.channel_losses > 50, "{b:?}");
+    assert!(b.channel_called_congestion + b.channel_called_channel <= b.channel_losses);
+    // Without added loss nothing is lost and the two are within 5 %.
+    let clean = rows.iter().find(|r| r.loss == "none").expect("row");
+    assert_eq!(clean.breakdown.channel_losses, 0);
+    let [nr0, ad0] = clean.goodput_bps;
+    assert!((ad0 / nr0 - 1.0).abs() < 0.05, "{nr0} vs {ad0}");
+    // Deterministic per seed.
+    let again = run_cells(&p, &built, &[1, 2], Duration::from_secs(30), &mut |_| {})
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        again.iter().map(|r| r.goodput_bps).collect::<Vec<_>>(),
+        rows.iter().map(|r| r.goodput_bps).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn test_cellular_trace_paths_resolve_or_skip_with_a_note() {
+    use super::cellular::resolve_trace_path;
+    let dir = std::env::temp_dir().join("adaptnet-adtcp-cellular-resolve");
+    let nested = dir.join("a/b");
+    std::fs::create_dir_all(&nested).unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(dir.join("t.down"), "1\n2\n").unwrap_or_else(|e| panic!("{e}"));
+    assert!(resolve_trace_path(&nested, "t.down").ends_with("t.down"));
+    assert!(resolve_trace_path(&nested, "t.down").exists());
+    let missing = resolve_trace_path(&nested, "no-such-trace.down");
+    assert_eq!(missing, nested.join("no-such-trace.down"));
+}

@@ -105,6 +105,11 @@ pub struct ManetConfig {
     pub elfn_notice_delay_ms: f64,
     /// While frozen, the ELFN sender probes this often, s (periodic, not backed off).
     pub elfn_probe_interval_s: f64,
+    /// The mobile hop's capacity in the data direction, replacing `hop_rate_bits_per_s` there
+    /// (e.g. a cellular bandwidth trace); `None`: the constant hop rate. Not read from
+    /// parameter files (set by code).
+    #[serde(skip)]
+    pub mobile_hop_bandwidth: Option<crate::link::Bandwidth>,
 }
 
 impl Default for ManetConfig {
@@ -122,6 +127,7 @@ impl Default for ManetConfig {
             max_window_segments: 20,
             elfn_notice_delay_ms: 5.0,
             elfn_probe_interval_s: 2.0,
+            mobile_hop_bandwidth: None,
         }
     }
 }
@@ -256,6 +262,9 @@ impl ManetPath {
                     l.loss = loss.clone();
                 }
                 fwd.reorders = schedule.reorders();
+                if let Some(bw) = &config.mobile_hop_bandwidth {
+                    fwd.bandwidth = bw.clone();
+                }
             }
             let ids = world.add_link(&format!("hop{i}"), prev, next, fwd, rev)?;
             hops.push(ids);
