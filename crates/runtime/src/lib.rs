@@ -35,3 +35,4 @@ pub mod atp;
 pub mod clock;
 pub mod iface;
 pub mod naitcp;
+pub mod stream;
