@@ -45,5 +45,6 @@ pub mod clock;
 pub mod env;
 pub mod iface;
 pub mod naitcp;
+pub mod stream;
 pub mod tcpinfo;
 pub mod tpba;

@@ -1,0 +1,129 @@
+//! The stream transport over loopback: bytes arrive exactly, with and without loss, and
+//! streams sharing one CM all complete.
+
+use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
+use std::collections::hash_map::DefaultHasher;
+use std::hash::Hasher;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const EIGHT_MB: usize = 8 << 20;
+
+/// Deterministic, non-repeating-looking test bytes.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x.to_le_bytes()[0]
+        })
+        .collect()
+}
+
+fn hash(data: &[u8]) -> u64 {
+    let mut h = DefaultHasher::new();
+    h.write(data);
+    h.finish()
+}
+
+/// Sends `data` over `n` streams from `client` to `server` (each stream the whole `data`)
+/// and returns what each accepted stream read.
+async fn transfer(
+    client_opts: StreamOptions,
+    server_opts: StreamOptions,
+    data: Vec<u8>,
+    n: usize,
+) -> Vec<Vec<u8>> {
+    let server = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), server_opts).unwrap();
+    let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
+    let addr = server.local_addr();
+    let mut writers = Vec::new();
+    for _ in 0..n {
+        let mut s = client.connect(addr).await.expect("connect");
+        let d = data.clone();
+        writers.push(tokio::spawn(async move {
+            s.write_all(&d).await.expect("write");
+            s.shutdown().await.expect("shutdown");
+        }));
+    }
+    let mut readers = Vec::new();
+    for _ in 0..n {
+        let mut s = server.accept().await.expect("accept");
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.expect("read");
+            got
+        }));
+    }
+    for w in writers {
+        w.await.unwrap();
+    }
+    let mut out = Vec::new();
+    for r in readers {
+        out.push(r.await.unwrap());
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_megabytes_arrive_byte_exact() {
+    let data = pattern(EIGHT_MB, 1);
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        transfer(
+            StreamOptions::client(),
+            StreamOptions::server(),
+            data.clone(),
+            1,
+        ),
+    )
+    .await
+    .expect("transfer within 60 s");
+    assert_eq!(got[0].len(), data.len());
+    assert_eq!(hash(&got[0]), hash(&data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eight_megabytes_arrive_byte_exact_with_every_50th_datagram_dropped() {
+    let data = pattern(EIGHT_MB, 2);
+    // SACK (RFC 6675 recovery) repairs the regular losses without waiting for timeouts.
+    let lossy = |mut o: StreamOptions| {
+        o.core.sack = true;
+        o.drop_every_nth_sent = Some(50);
+        o
+    };
+    let got = tokio::time::timeout(
+        Duration::from_secs(240),
+        transfer(
+            lossy(StreamOptions::client()),
+            lossy(StreamOptions::server()),
+            data.clone(),
+            1,
+        ),
+    )
+    .await
+    .expect("transfer within 240 s");
+    assert_eq!(got[0].len(), data.len());
+    assert_eq!(hash(&got[0]), hash(&data));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_streams_under_one_cm_both_complete() {
+    let data = pattern(2 << 20, 3);
+    let got = tokio::time::timeout(
+        Duration::from_secs(60),
+        transfer(
+            StreamOptions::client().with_cm(),
+            StreamOptions::server(),
+            data.clone(),
+            2,
+        ),
+    )
+    .await
+    .expect("transfers within 60 s");
+    for g in &got {
+        assert_eq!(hash(g), hash(&data));
+    }
+}
