@@ -9,7 +9,7 @@
 //!   arriving as a stream, bandwidth notifications;
 //! * [`iface`]: what ATP's estimator reads on a Linux host (interface byte counters and the
 //!   socket's send-queue backlog), the counterpart of the paper's FreeBSD `ifmib` reading.
-//! * [`env`]: environment events on a Linux host (papers/001): interface availability,
+//! * [`env`](mod@env): environment events on a Linux host (papers/001): interface availability,
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
