@@ -13,6 +13,9 @@
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
+//! * [`udp`]: the drivers' UDP I/O — batched (`recvmmsg`, optional GSO) through quinn-udp,
+//!   never blocking the driver on a full socket, each datagram stamped with its kernel
+//!   arrival time.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
@@ -48,3 +51,4 @@ pub mod naitcp;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tpba;
+pub mod udp;

@@ -3,7 +3,7 @@
 //! `tbf` qdisc. Needs root, `ip` and `tc`; where they are missing the tests say so loudly and
 //! pass — except under `CI=true`, where a skip is a failure (CI runs as root).
 
-use adaptnet_core::nai::{Outcome, Priority, SendOptions};
+use adaptnet_core::nai::{OnExpiry, Outcome, Priority, SendOptions};
 use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, InterfaceChoice};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -52,10 +52,12 @@ async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
     let start = Instant::now();
     for i in 0..100u32 {
         tokio::time::sleep_until((start + Duration::from_millis(50) * i).into()).await;
+        // An expired message is discarded (its outcome `Expired`): with the default,
+        // `Suspend`, it would wait for an answer this test does not give.
         let urgent = SendOptions {
             priority: Priority(0),
             timer: Some(Duration::from_millis(500)),
-            ..SendOptions::default()
+            on_expiry: OnExpiry::Discard,
         };
         match c.send(vec![1; 4096], urgent).await {
             Ok(h) => handles.push((0, h)),
@@ -65,7 +67,7 @@ async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
             let bulk = SendOptions {
                 priority: Priority(1),
                 timer: Some(Duration::from_secs(4)),
-                ..SendOptions::default()
+                on_expiry: OnExpiry::Discard,
             };
             match c.send(vec![2; 128 << 10], bulk).await {
                 Ok(h) => handles.push((1, h)),

@@ -8,6 +8,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::iface::{InterfaceCounters, send_queue_bytes};
+use crate::udp::UdpIo;
 use adaptnet_core::Time;
 use adaptnet_core::atp::endpoint::{
     ConnEvent, ConnectionId, Endpoint, EndpointEvent, EndpointStats,
@@ -20,13 +21,11 @@ use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use tokio::net::UdpSocket;
 use tokio::sync::{mpsc, oneshot, watch};
 
-/// Datagrams read per wake-up before the loop attends to timers and commands again.
-const RECV_BATCH: usize = 64;
-/// Receive and transmit buffer size (larger than any datagram core emits).
-const BUF_BYTES: usize = 2048;
+/// Batches (`recvmmsg` calls) read per wake-up before the loop attends to timers and
+/// commands again.
+const RECV_BATCHES: usize = 4;
 
 /// The endpoint's counters and connection count, as of the request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +54,9 @@ struct Slot {
 }
 
 pub(super) struct Driver {
-    socket: UdpSocket,
+    io: UdpIo,
+    /// The latest time handed to core (arrival times are kept at or after it).
+    last_now: Time,
     options: EndpointOptions,
     clock: Clock,
     endpoint: Endpoint,
@@ -66,12 +67,11 @@ pub(super) struct Driver {
     counters: Option<InterfaceCounters>,
     counters_tried: bool,
     next_interface_read: Time,
-    buf: Box<[u8]>,
 }
 
 impl Driver {
     pub(super) fn new(
-        socket: UdpSocket,
+        io: UdpIo,
         mut options: EndpointOptions,
         cmd: mpsc::Sender<Command>,
         incoming: mpsc::Sender<Connection>,
@@ -85,7 +85,8 @@ impl Driver {
         }
         let endpoint = Endpoint::new(options.core.clone());
         Driver {
-            socket,
+            io,
+            last_now: Time::ZERO,
             options,
             clock: Clock::new(),
             endpoint,
@@ -96,12 +97,10 @@ impl Driver {
             counters: None,
             counters_tried: false,
             next_interface_read: Time::ZERO,
-            buf: vec![0u8; BUF_BYTES].into_boxed_slice(),
         }
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::Receiver<Command>) {
-        let mut rx_buf = vec![0u8; BUF_BYTES];
         loop {
             let deadline = self.endpoint.poll_timeout();
             let sleep = async {
@@ -110,22 +109,17 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            let stalled = self.io.stalled();
             tokio::select! {
-                readable = self.socket.readable() => {
-                    if readable.is_err() {
+                readable = self.io.readable() => {
+                    if readable.is_err() || self.receive().is_err() {
                         break;
                     }
-                    for _ in 0..RECV_BATCH {
-                        match self.socket.try_recv_from(&mut rx_buf) {
-                            Ok((n, peer)) => {
-                                let now = self.clock.now();
-                                let data = rx_buf.get(..n).unwrap_or_default();
-                                self.endpoint.handle_datagram(now, peer, data);
-                            }
-                            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                            // ICMP errors (port unreachable) surface here on Linux: ignore.
-                            Err(_) => break,
-                        }
+                }
+                // The socket took the last batch only in part: send the rest when it can.
+                writable = self.io.writable(), if stalled => {
+                    if writable.is_err() {
+                        break;
                     }
                 }
                 cmd = commands.recv() => {
@@ -136,27 +130,58 @@ impl Driver {
                     }
                 }
                 () = sleep => {
-                    let now = self.clock.now();
+                    let now = self.now();
                     self.read_interface(now);
                     self.endpoint.handle_timeout(now);
                 }
             }
-            if self.flush().await.is_err() {
+            if self.flush().is_err() {
                 break;
             }
             self.dispatch_events();
         }
-        self.shutdown().await;
+        self.shutdown();
     }
 
-    /// Closes every connection at once and sends the CLOSEs (best effort).
-    async fn shutdown(&mut self) {
-        let now = self.clock.now();
+    /// The current time, remembered as the floor for the next arrival time.
+    fn now(&mut self) -> Time {
+        self.last_now = self.clock.now().max(self.last_now);
+        self.last_now
+    }
+
+    /// Reads up to [`RECV_BATCHES`] batches of datagrams, each handed to core at its kernel
+    /// arrival time.
+    fn receive(&mut self) -> std::io::Result<()> {
+        for _ in 0..RECV_BATCHES {
+            let (endpoint, clock, last_now) = (&mut self.endpoint, &self.clock, &mut self.last_now);
+            let n = self.io.recv_batch(|peer, at, data| {
+                let now = clock.arrival(at, *last_now);
+                *last_now = now;
+                endpoint.handle_datagram(now, peer, data);
+            });
+            match n {
+                Ok(0) => break,
+                Ok(_) => {}
+                // ICMP errors (port unreachable) surface here on Linux: not fatal.
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => {
+                    tracing::debug!(error = %e, "receive error");
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes every connection at once and sends the CLOSEs (best effort: what the socket
+    /// does not take at once is lost, as the peer's idle timeout allows).
+    fn shutdown(&mut self) {
+        let now = self.now();
         let ids: Vec<ConnectionId> = self.slots.keys().copied().collect();
         for id in ids {
             self.endpoint.close(now, id, Duration::ZERO);
         }
-        let _ = self.flush().await;
+        let _ = self.flush();
         self.dispatch_events();
     }
 
@@ -172,7 +197,7 @@ impl Driver {
         let Ok(total) = counters.total_bytes() else {
             return;
         };
-        let queued = send_queue_bytes(self.socket.as_raw_fd()).unwrap_or(0);
+        let queued = send_queue_bytes(self.io.socket().as_raw_fd()).unwrap_or(0);
         let datagram = u64::from(self.options.core.atp.spp.max_datagram_bytes.max(1));
         let packets = u32::try_from(queued / datagram).unwrap_or(u32::MAX);
         self.endpoint.handle_interface(now, total, packets);
@@ -194,23 +219,15 @@ impl Driver {
         }
     }
 
-    async fn flush(&mut self) -> std::io::Result<()> {
-        let now = self.clock.now();
-        while let Some((to, n)) = self.endpoint.poll_transmit(now, &mut self.buf) {
-            let data = self.buf.get(..n).unwrap_or_default();
-            loop {
-                match self.socket.try_send_to(data, to) {
-                    Ok(_) => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        self.socket.writable().await?;
-                    }
-                    // An unreachable peer or a full queue loses this datagram, as a network
-                    // would; the protocol recovers or times out.
-                    Err(_) => break,
-                }
-            }
-        }
-        Ok(())
+    /// Sends what core has to send now, in batches, each datagram stamped with the time it
+    /// was taken; stops early (the rest waits in [`UdpIo`]) when the socket is full, so the
+    /// loop keeps reading acknowledgements instead of blocking on a full buffer.
+    fn flush(&mut self) -> std::io::Result<()> {
+        let (endpoint, clock, last_now) = (&mut self.endpoint, &self.clock, &mut self.last_now);
+        self.io.send_from(|buf| {
+            *last_now = clock.now().max(*last_now);
+            endpoint.poll_transmit(*last_now, buf)
+        })
     }
 
     fn new_connection(&mut self, id: ConnectionId, peer: SocketAddr) -> Connection {
@@ -242,7 +259,7 @@ impl Driver {
     }
 
     fn handle_command(&mut self, cmd: Command) {
-        let now = self.clock.now();
+        let now = self.now();
         match cmd {
             Command::Connect { peer, reply } => {
                 let client_id: u64 = rand::rng().random();
@@ -370,7 +387,7 @@ impl Driver {
     }
 
     fn dispatch_events(&mut self) {
-        let now = self.clock.now();
+        let now = self.now();
         while let Some(ev) = self.endpoint.poll_event() {
             match ev {
                 EndpointEvent::Connected(id) => {

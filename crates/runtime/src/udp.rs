@@ -1,0 +1,354 @@
+//! Batched UDP I/O for the drivers, through `quinn-udp` (the I/O layer of the quinn QUIC
+//! stack): one `sendmsg` carries a run of equal-sized datagrams to one peer as a UDP GSO
+//! super-packet (Linux `UDP_SEGMENT`), one `recvmmsg` reads up to [`quinn_udp::BATCH_SIZE`]
+//! datagrams, and every datagram comes with the kernel's receive timestamp
+//! (`SO_TIMESTAMPNS`).
+//!
+//! Why batch: a bulk ATP transfer on loopback spent 80 % of its time in the kernel's
+//! per-datagram UDP path (EXPERIMENTS.md, "Bulk throughput on loopback"); GSO and recvmmsg
+//! divide those syscalls by the batch size.
+//!
+//! Why timestamps: a batch is read at one instant, so the time of the read says nothing about
+//! when each datagram arrived; ATP's packet-pair and packet-train measurements need the gap
+//! between arrivals. The kernel stamps each datagram as it reaches the socket.
+//!
+//! Why no GRO, and GSO only where asked for: a GSO run or a GRO merge is one buffer in the
+//! kernel with one timestamp. On a physical link a GSO run still leaves as separate frames,
+//! spaced by the bottleneck, but on a virtual one (loopback, veth) it crosses as one buffer,
+//! so two datagrams of a packet pair sent in one run arrive with a gap of zero and measure
+//! nothing. Receive-side GRO is turned off; send-side GSO is the caller's choice
+//! ([`UdpIo::new`]): on for a transport that measures no dispersion, off for ATP, whose core
+//! does not (yet) say which of its datagrams may travel together.
+//!
+//! The sender side never blocks the driver: when the socket's send buffer is full the unsent
+//! datagrams stay queued here ([`UdpIo::stalled`]), the driver keeps reading acknowledgements
+//! and waits for [`UdpIo::writable`] before asking core for more. Core has recorded them as
+//! sent a moment early; they leave as soon as the kernel takes them.
+
+use std::io::{self, IoSliceMut};
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+
+/// Largest datagram a driver emits or accepts (every core datagram is smaller).
+pub const MAX_DATAGRAM_BYTES: usize = 2048;
+/// Datagrams gathered from core before they are sent.
+const TX_DATAGRAMS: usize = 64;
+/// The largest GSO super-packet: the payload of one IPv4 datagram.
+const MAX_GSO_BYTES: usize = 65_000;
+
+/// A UDP socket with batched, non-blocking sends and batched, timestamped receives.
+#[derive(Debug)]
+pub struct UdpIo {
+    socket: UdpSocket,
+    state: UdpSocketState,
+    tx: TxQueue,
+    rx_buf: Box<[u8]>,
+    rx_meta: Vec<RecvMeta>,
+    /// Whether runs of equal-sized datagrams may be sent as one GSO super-packet.
+    gso: bool,
+}
+
+/// Datagrams taken from core and not yet handed to the kernel, stored back to back.
+#[derive(Debug)]
+struct TxQueue {
+    buf: Box<[u8]>,
+    /// (destination, length) of each datagram, in order; offsets are the running sum.
+    items: Vec<(SocketAddr, usize)>,
+    /// Bytes in `buf`.
+    used: usize,
+    /// Items already sent, and their bytes.
+    sent_items: usize,
+    sent_bytes: usize,
+    /// The kernel refused the last send (`WouldBlock`).
+    blocked: bool,
+}
+
+impl UdpIo {
+    /// Wraps `socket` (made non-blocking; receive GRO turned off, kernel receive timestamps
+    /// on), asking for `buffer_bytes` of kernel send and receive buffer; with `gso`, runs of
+    /// equal-sized datagrams to one peer go out in one `sendmsg` (see the module docs for
+    /// when not to).
+    pub fn new(socket: UdpSocket, buffer_bytes: usize, gso: bool) -> io::Result<UdpIo> {
+        let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+        let _ = crate::iface::grow_socket_buffers(
+            std::os::fd::AsRawFd::as_raw_fd(&socket),
+            buffer_bytes,
+        );
+        disable_gro(&socket);
+        Ok(UdpIo {
+            socket,
+            state,
+            tx: TxQueue {
+                buf: vec![0u8; TX_DATAGRAMS * MAX_DATAGRAM_BYTES].into_boxed_slice(),
+                items: Vec::with_capacity(TX_DATAGRAMS),
+                used: 0,
+                sent_items: 0,
+                sent_bytes: 0,
+                blocked: false,
+            },
+            rx_buf: vec![0u8; quinn_udp::BATCH_SIZE * MAX_DATAGRAM_BYTES].into_boxed_slice(),
+            rx_meta: vec![RecvMeta::default(); quinn_udp::BATCH_SIZE],
+            gso,
+        })
+    }
+
+    /// The socket (for addresses and socket options).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.socket
+    }
+
+    /// Whether datagrams wait for the socket to become writable.
+    pub fn stalled(&self) -> bool {
+        self.tx.blocked
+    }
+
+    /// Resolves when the socket may take more datagrams.
+    pub async fn writable(&self) -> io::Result<()> {
+        self.socket.writable().await
+    }
+
+    /// Resolves when the socket may have datagrams to read.
+    pub async fn readable(&self) -> io::Result<()> {
+        self.socket.readable().await
+    }
+
+    /// Hands the kernel what is queued, then asks `next` for more datagrams (it writes one
+    /// into the buffer it is given and returns its destination and length, or `None` when it
+    /// has nothing to send now) and sends them in batches, until `next` has nothing or the
+    /// socket's buffer is full ([`UdpIo::stalled`]). Send errors other than a full buffer
+    /// lose the datagram, as a network would; the protocol above recovers.
+    pub fn send_from(
+        &mut self,
+        mut next: impl FnMut(&mut [u8]) -> Option<(SocketAddr, usize)>,
+    ) -> io::Result<()> {
+        loop {
+            if !self.send_queued()? {
+                return Ok(());
+            }
+            let tx = &mut self.tx;
+            while tx.items.len() < TX_DATAGRAMS {
+                let Some(slot) = tx.buf.get_mut(tx.used..tx.used + MAX_DATAGRAM_BYTES) else {
+                    break;
+                };
+                match next(slot) {
+                    Some((to, n)) => {
+                        let n = n.min(MAX_DATAGRAM_BYTES);
+                        tx.items.push((to, n));
+                        tx.used += n;
+                    }
+                    None => break,
+                }
+            }
+            if tx.items.is_empty() {
+                return Ok(());
+            }
+            let full = tx.items.len() == TX_DATAGRAMS;
+            if !self.send_queued()? || !full {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sends queued datagrams as GSO runs. `Ok(true)`: the queue is empty; `Ok(false)`: the
+    /// socket is full and the rest waits.
+    fn send_queued(&mut self) -> io::Result<bool> {
+        let max_segments = if self.gso {
+            self.state.max_gso_segments().max(1)
+        } else {
+            1
+        };
+        let tx = &mut self.tx;
+        while tx.sent_items < tx.items.len() {
+            let (to, seg) = tx.items[tx.sent_items];
+            // A run: same destination, same size; the last may be shorter (GSO's rule).
+            let mut count = 0;
+            let mut bytes = 0;
+            for &(d, n) in &tx.items[tx.sent_items..] {
+                if d != to || n > seg || count == max_segments || bytes + n > MAX_GSO_BYTES {
+                    break;
+                }
+                count += 1;
+                bytes += n;
+                if n < seg {
+                    break;
+                }
+            }
+            let contents = &tx.buf[tx.sent_bytes..tx.sent_bytes + bytes];
+            let transmit = Transmit {
+                destination: to,
+                ecn: None,
+                contents,
+                segment_size: (count > 1).then_some(seg),
+                src_ip: None,
+            };
+            let state = &self.state;
+            let sock = &self.socket;
+            match sock.try_io(Interest::WRITABLE, || {
+                state.try_send(UdpSockRef::from(sock), &transmit)
+            }) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    tx.blocked = true;
+                    return Ok(false);
+                }
+                // Unreachable peer, message too long, no route: the run is lost, as on a
+                // network. (quinn-udp turns GSO off by itself if the device refuses it.)
+                Err(e) => tracing::debug!(%to, error = %e, "send failed; datagrams lost"),
+            }
+            tx.sent_items += count;
+            tx.sent_bytes += bytes;
+        }
+        tx.blocked = false;
+        tx.items.clear();
+        tx.used = 0;
+        tx.sent_items = 0;
+        tx.sent_bytes = 0;
+        Ok(true)
+    }
+
+    /// Reads one batch of datagrams (one `recvmmsg`) and hands each to `each` with its
+    /// source and kernel receive timestamp (Unix time; `None` where the kernel gave none).
+    /// Returns how many were read; `Ok(0)` when nothing is waiting.
+    pub fn recv_batch(
+        &mut self,
+        mut each: impl FnMut(SocketAddr, Option<SystemTime>, &[u8]),
+    ) -> io::Result<usize> {
+        let mut iovs: Vec<IoSliceMut<'_>> = self
+            .rx_buf
+            .chunks_mut(MAX_DATAGRAM_BYTES)
+            .map(IoSliceMut::new)
+            .collect();
+        let state = &self.state;
+        let sock = &self.socket;
+        let meta = &mut self.rx_meta;
+        let n = match sock.try_io(Interest::READABLE, || {
+            state.recv(UdpSockRef::from(sock), &mut iovs, meta)
+        }) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut datagrams = 0;
+        for (m, iov) in self.rx_meta.iter().zip(iovs.iter()).take(n) {
+            let at = m.timestamp.map(|d| SystemTime::UNIX_EPOCH + d);
+            let data = iov.get(..m.len).unwrap_or_default();
+            // With GRO off each buffer is one datagram, but stay correct if the kernel
+            // coalesced anyway: `stride` separates them.
+            for d in data.chunks(m.stride.max(1)) {
+                each(m.addr, at, d);
+                datagrams += 1;
+            }
+        }
+        Ok(datagrams)
+    }
+}
+
+/// Turns receive-side UDP GRO off (quinn-udp turns it on); see the module docs for why.
+fn disable_gro(socket: &UdpSocket) {
+    const UDP_GRO: libc::c_int = 104; // linux/udp.h
+    let off: libc::c_int = 0;
+    // SAFETY: setsockopt reads one int of the given size from the pointer.
+    let _ = unsafe {
+        libc::setsockopt(
+            std::os::fd::AsRawFd::as_raw_fd(socket),
+            libc::IPPROTO_UDP,
+            UDP_GRO,
+            (&off as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+}
+
+/// How long ago `at` was, for a kernel timestamp (zero if in the future).
+pub fn age_of(at: SystemTime) -> Duration {
+    SystemTime::now()
+        .duration_since(at)
+        .unwrap_or(Duration::ZERO)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn pair() -> (UdpIo, UdpIo) {
+        let a = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let b = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        (
+            UdpIo::new(a, 1 << 20, true).expect("io"),
+            UdpIo::new(b, 1 << 20, true).expect("io"),
+        )
+    }
+
+    /// Every datagram arrives whole, once, in order (loopback does not reorder), whatever
+    /// mix of sizes and runs the sender produced; each carries a plausible timestamp.
+    #[tokio::test]
+    async fn test_batches_arrive_whole_and_in_order() {
+        let (mut a, mut b) = pair().await;
+        let to = b.socket().local_addr().expect("addr");
+        // 200 datagrams: runs of 1200-byte ones broken by shorter ones.
+        let sizes: Vec<usize> = (0..200)
+            .map(|i| if i % 17 == 16 { 100 + i } else { 1200 })
+            .collect();
+        let mut k = 0;
+        // Until tokio has seen the socket writable, a send reports a stall; then it resumes.
+        while k < sizes.len() || a.stalled() {
+            a.writable().await.expect("writable");
+            a.send_from(|buf| {
+                let n = *sizes.get(k)?;
+                buf[..n].fill((k % 251) as u8);
+                buf[..2].copy_from_slice(&(k as u16).to_be_bytes());
+                k += 1;
+                Some((to, n))
+            })
+            .expect("send");
+        }
+        let mut got = Vec::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while got.len() < sizes.len() && tokio::time::Instant::now() < deadline {
+            let _ = tokio::time::timeout(Duration::from_millis(100), b.readable()).await;
+            b.recv_batch(|_, at, d| {
+                let age = at.map(age_of).expect("kernel timestamp");
+                assert!(age < Duration::from_secs(5), "timestamp {age:?} old");
+                got.push(d.to_vec());
+            })
+            .expect("recv");
+        }
+        assert_eq!(got.len(), sizes.len());
+        for (i, d) in got.iter().enumerate() {
+            assert_eq!(d.len(), sizes[i], "datagram {i}");
+            assert_eq!(u16::from_be_bytes([d[0], d[1]]) as usize, i);
+        }
+    }
+
+    /// A flood far beyond both buffers neither blocks nor fails the sender: a full socket
+    /// stalls the queue (resumed when writable), and what the receiver's buffer held arrives.
+    #[tokio::test]
+    async fn test_flood_stalls_and_resumes_without_error() {
+        let a = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let b = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
+        let mut a = UdpIo::new(a, 4096, false).expect("io");
+        let mut b = UdpIo::new(b, 4096, false).expect("io");
+        let to = b.socket().local_addr().expect("addr");
+        let mut offered = 0u64;
+        while offered < 10_000 || a.stalled() {
+            a.writable().await.expect("writable");
+            a.send_from(|buf| {
+                if offered == 10_000 {
+                    return None;
+                }
+                offered += 1;
+                buf[..1000].fill(1);
+                Some((to, 1000))
+            })
+            .expect("send never fails on a full buffer");
+        }
+        b.readable().await.expect("readable");
+        let mut read = 0;
+        while b.recv_batch(|_, _, _| read += 1).expect("recv") > 0 {}
+        assert!(read > 0 && read < 10_000, "read {read}");
+    }
+}
