@@ -1,7 +1,7 @@
 //! The ATP runtime API over real UDP sockets on loopback: handshake, messages with bytes both
 //! ways, priorities, callback timers, abort/defer/resume, bandwidth notifications, close.
 
-use adaptnet_core::nai::{OnExpiry, Outcome, Priority, SendOptions};
+use adaptnet_core::nai::{NaiError, OnExpiry, Outcome, Priority, QueueId, SendOptions};
 use adaptnet_runtime::atp::{AtpEndpoint, Connection, ConnectionEvent, EndpointOptions, Error};
 use std::time::Duration;
 use tokio::time::timeout;
@@ -246,4 +246,54 @@ async fn connecting_to_nobody_fails() {
         .await
         .expect("in time");
     assert!(matches!(r, Err(Error::ConnectFailed(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_queues_share_the_connection_by_priority() {
+    let (_server, _client, c, mut s) = pair().await;
+    let second = c.create_queue().await.expect("a second queue");
+    assert_ne!(second, QueueId(0));
+    assert!(matches!(
+        c.send_on(QueueId(99), b"x".to_vec(), SendOptions::default())
+            .await,
+        Err(Error::Nai(NaiError::UnknownQueue(QueueId(99))))
+    ));
+    let low = SendOptions {
+        priority: Priority(1),
+        ..SendOptions::default()
+    };
+    let bulk = c
+        .send_on(QueueId(0), vec![7; 48 << 20], low)
+        .await
+        .expect("admitted");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let high = SendOptions {
+        priority: Priority(0),
+        ..SendOptions::default()
+    };
+    let urgent = c
+        .send_on(second, b"urgent".to_vec(), high)
+        .await
+        .expect("admitted");
+    let first = timeout(LIMIT, s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(
+        first.data, b"urgent",
+        "the queue holding the higher priority is served first"
+    );
+    assert!(matches!(
+        urgent.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
+    let rest = timeout(Duration::from_secs(60), s.recv())
+        .await
+        .expect("in time")
+        .expect("message");
+    assert_eq!(rest.data.len(), 48 << 20);
+    assert!(matches!(
+        bulk.outcome().await.unwrap(),
+        Outcome::Delivered { .. }
+    ));
 }

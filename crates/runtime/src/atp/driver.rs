@@ -13,7 +13,7 @@ use adaptnet_core::Time;
 use adaptnet_core::atp::endpoint::{
     ConnEvent, ConnectionId, Endpoint, EndpointEvent, EndpointStats,
 };
-use adaptnet_core::nai::{MessageId, NaiEvent, Outcome, QueueId};
+use adaptnet_core::nai::{MessageId, NaiEvent, Outcome};
 use rand::RngExt;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -274,6 +274,7 @@ impl Driver {
             }
             Command::Send {
                 conn,
+                queue,
                 data,
                 opts,
                 reply,
@@ -282,7 +283,7 @@ impl Driver {
                     None => Err(Error::Closed),
                     Some(c) => c
                         .sender_mut()
-                        .submit_bytes(now, QueueId(0), data, opts)
+                        .submit_bytes(now, queue, data, opts)
                         .map_err(Error::from),
                 };
                 let result = result.and_then(|id| {
@@ -327,6 +328,13 @@ impl Driver {
                         }
                         .map_err(Error::from)
                     }
+                };
+                let _ = reply.send(result);
+            }
+            Command::CreateQueue { conn, reply } => {
+                let result = match self.endpoint.connection_mut(conn) {
+                    None => Err(Error::Closed),
+                    Some(c) => c.sender_mut().nai_mut().create_queue().map_err(Error::from),
                 };
                 let _ = reply.send(result);
             }

@@ -11,6 +11,8 @@
 //!   [`MessageHandle::outcome`] awaits its one final [`Outcome`]; [`MessageHandle::taken`]
 //!   awaits the moment ATP has taken its last byte (the paper's synchronous send, §3.1);
 //!   cancel, defer, resume and priority/deadline changes are methods of the handle.
+//!   [`Connection::create_queue`] and [`Connection::send_on`] give the application more
+//!   message queues (§3.2).
 //! * Callback-timer expiry and bandwidth-range notifications arrive as
 //!   [`ConnectionEvent`]s from [`Connection::next_event`] — an async stream of events, chosen
 //!   over a handler so the application decides in its own task whether to resume, defer or
@@ -32,7 +34,9 @@
 mod driver;
 
 use adaptnet_core::atp::endpoint::{ConnectionId, EndpointConfig, EndpointError};
-use adaptnet_core::nai::{MessageId, NaiError, NotificationId, Outcome, Priority, SendOptions};
+use adaptnet_core::nai::{
+    MessageId, NaiError, NotificationId, Outcome, Priority, QueueId, SendOptions,
+};
 use adaptnet_core::session::CloseReason;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -178,6 +182,7 @@ enum Command {
     },
     Send {
         conn: ConnectionId,
+        queue: QueueId,
         data: Vec<u8>,
         opts: SendOptions,
         reply: oneshot::Sender<Result<MessageHandle, Error>>,
@@ -187,6 +192,10 @@ enum Command {
         id: MessageId,
         op: Control,
         reply: oneshot::Sender<Result<(), Error>>,
+    },
+    CreateQueue {
+        conn: ConnectionId,
+        reply: oneshot::Sender<Result<QueueId, Error>>,
     },
     Notify {
         conn: ConnectionId,
@@ -323,17 +332,38 @@ impl Connection {
         self.peer
     }
 
-    /// Submits a message; returns once NAI admitted it. A refusal by admission control is
-    /// `Err(Error::Nai(NaiError::Rejected { .. }))`.
+    /// Submits a message to the connection's first message queue; returns once NAI admitted
+    /// it. A refusal by admission control is `Err(Error::Nai(NaiError::Rejected { .. }))`.
     pub async fn send(&self, data: Vec<u8>, opts: SendOptions) -> Result<MessageHandle, Error> {
+        self.send_on(QueueId(0), data, opts).await
+    }
+
+    /// Submits a message to `queue` (one from [`Connection::create_queue`], or `QueueId(0)`,
+    /// the queue every connection starts with).
+    pub async fn send_on(
+        &self,
+        queue: QueueId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<MessageHandle, Error> {
         let conn = self.id;
         call(&self.cmd, |reply| Command::Send {
             conn,
+            queue,
             data,
             opts,
             reply,
         })
         .await?
+    }
+
+    /// Creates another message queue (§3.2 of the paper): NAI schedules messages within a
+    /// queue by priority and deadline, and shares the bandwidth among queues by the highest
+    /// priority each one uses. At most `core.atp.nai.max_queues` per connection
+    /// (`Err(Error::Nai(NaiError::TooManyQueues))` beyond).
+    pub async fn create_queue(&self) -> Result<QueueId, Error> {
+        let conn = self.id;
+        call(&self.cmd, |reply| Command::CreateQueue { conn, reply }).await?
     }
 
     /// A synchronous send (§3.1): submits and returns once ATP has taken the whole message.
