@@ -17,7 +17,7 @@ mod metrics;
 mod table3;
 mod table4;
 
-pub use metrics::{DeltaR, delta_r, mean_from, settle_time, smoothness};
+pub use metrics::{DeltaR, Stable, delta_r, mean_from, settle_time, smoothness};
 
 use crate::report::{json, mean};
 use crate::{ExpError, ExpOptions, Experiment};
