@@ -12,6 +12,12 @@ use crate::metrics::{RunResults, jain_index};
 /// (started before its end and not stopped before its start). Intervals with no active flow
 /// are skipped. Returns `(time s, index)`.
 pub fn jain_series(r: &RunResults, flows: &[&str]) -> Vec<(f64, f64)> {
+    active_series(r, flows, jain_index)
+}
+
+/// `f` of the rates (bit/s) of the named flows active during each sampling interval, as
+/// [`jain_series`] counts them; `(time s, value)`, intervals with no active flow skipped.
+pub fn active_series(r: &RunResults, flows: &[&str], f: impl Fn(&[f64]) -> f64) -> Vec<(f64, f64)> {
     let period = r.sample_period_s;
     let chosen: Vec<_> = r
         .flows
@@ -27,7 +33,7 @@ pub fn jain_series(r: &RunResults, flows: &[&str]) -> Vec<(f64, f64)> {
                 .filter(|f| f.start_s < *t && f.stop_s > *t - period)
                 .map(|f| f.goodput_series_bps.get(i).copied().unwrap_or(0.0))
                 .collect();
-            (!rates.is_empty()).then(|| (*t, jain_index(&rates)))
+            (!rates.is_empty()).then(|| (*t, f(&rates)))
         })
         .collect()
 }
@@ -64,6 +70,58 @@ pub fn inter_arrivals(arrivals: &[AduArrival]) -> Vec<InterArrival> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::FlowResult;
+
+    fn flow(name: &str, start_s: f64, stop_s: f64, series_kbps: &[f64]) -> FlowResult {
+        FlowResult {
+            name: name.into(),
+            kind: "tcp".into(),
+            from: "s".into(),
+            to: "r".into(),
+            start_s,
+            stop_s,
+            bytes_delivered: 0,
+            goodput_bps: 0.0,
+            goodput_series_bps: series_kbps.iter().map(|k| k * 1e3).collect(),
+            packets_sent: 0,
+            packets_received: 0,
+            packets_lost: 0,
+            reverse_packets_lost: 0,
+            rtt: Default::default(),
+            rtt_samples: Vec::new(),
+            counters: Default::default(),
+        }
+    }
+
+    #[test]
+    fn test_jain_series_counts_only_the_named_flows_active_in_each_interval() {
+        let r = RunResults {
+            scenario: "t".into(),
+            seed: 1,
+            duration_s: 4.0,
+            sample_period_s: 1.0,
+            sample_times_s: vec![1.0, 2.0, 3.0, 4.0],
+            flows: vec![
+                flow("a", 0.0, 4.0, &[400.0, 400.0, 300.0, 300.0]),
+                // Joins at 2 s (not active in (1, 2]), leaves at 3 s (not in (3, 4]).
+                flow("b", 2.0, 3.0, &[0.0, 0.0, 100.0, 0.0]),
+                flow("ignored", 0.0, 4.0, &[1.0, 1.0, 1.0, 1.0]),
+            ],
+            links: Vec::new(),
+            jain_index: 1.0,
+            events: 0,
+        };
+        let j = jain_series(&r, &["a", "b"]);
+        let t: Vec<f64> = j.iter().map(|p| p.0).collect();
+        assert_eq!(t, [1.0, 2.0, 3.0, 4.0]);
+        // (1, 2]: a alone; (2, 3]: a 300 and b 100 → 400² / (2 · 100,000) = 0.8.
+        assert_eq!(j[0].1, 1.0);
+        assert_eq!(j[1].1, 1.0);
+        assert!((j[2].1 - 0.8).abs() < 1e-12, "{j:?}");
+        assert_eq!(j[3].1, 1.0);
+        // No named flow active: no point.
+        assert!(jain_series(&r, &["b"]).iter().all(|p| p.0 == 3.0));
+    }
 
     #[test]
     fn test_inter_arrivals_mark_switches() {

@@ -262,6 +262,8 @@ struct RxHalf {
     last_transit_s: Option<f64>,
     last_udp: Option<(Time, Time)>,
     received_bytes: u64,
+    /// ADU payload bytes of the fragments accepted for reassembly, from either path.
+    payload_bytes: u64,
     next_report_at: Option<Time>,
     reports_due: bool,
     dropped_fragments: u64,
@@ -413,6 +415,14 @@ impl FSocket {
     /// bound.
     pub fn dropped_fragments(&self) -> u64 {
         self.rx.dropped_fragments
+    }
+
+    /// ADU payload bytes that arrived on either path in fragments accepted for reassembly
+    /// (not duplicates, not inconsistent), whether or not their ADU later completes: the flow's share of the link counted per
+    /// packet, as §6.1 measured "Flow 3 (UDP)" plus "Flow 3 (TCP)" at the receiver's driver.
+    /// ADUs delivered whole are counted by the application at `f_recv`.
+    pub fn received_payload_bytes(&self) -> u64 {
+        self.rx.payload_bytes
     }
 
     fn push_event(&mut self, e: FsEvent) {
@@ -804,6 +814,7 @@ impl FSocket {
         }
         p.have.insert(start, end);
         p.tcp |= h.tcp;
+        rx.payload_bytes += u64::from(h.len);
         if p.complete() {
             p.completed_at.get_or_insert(now);
         }

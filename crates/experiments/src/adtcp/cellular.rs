@@ -150,15 +150,24 @@ pub fn resolve_trace_path(repo_root: &Path, path: &str) -> PathBuf {
     first
 }
 
-/// Builds the traces: the ones that exist, and notes for the skipped.
+/// The repository root: the parent of the experiments directory (trace paths in parameter
+/// files are relative to it).
+pub fn repo_root(opts: &ExpOptions) -> PathBuf {
+    let exp_dir = std::fs::canonicalize(&opts.experiments_dir)
+        .unwrap_or_else(|_| opts.experiments_dir.clone());
+    exp_dir.parent().unwrap_or(&exp_dir).to_path_buf()
+}
+
+/// Builds the traces (file paths resolved by [`resolve_trace_path`]): the ones that exist,
+/// and notes for the skipped.
 pub fn build_traces(
-    p: &CellularParams,
+    traces: &[TraceParams],
     repo_root: &Path,
     duration_s: f64,
 ) -> Result<(Vec<BuiltTrace>, Vec<String>), ExpError> {
     let mut built = Vec::new();
     let mut notes = Vec::new();
-    for t in &p.traces {
+    for t in traces {
         let t = match t {
             TraceParams::MahimahiFile {
                 name,
@@ -353,10 +362,7 @@ impl Experiment for Cellular {
         } else {
             p.duration_s
         };
-        let exp_dir = std::fs::canonicalize(&opts.experiments_dir)
-            .unwrap_or_else(|_| opts.experiments_dir.clone());
-        let repo_root = exp_dir.parent().unwrap_or(&exp_dir).to_path_buf();
-        let (built, notes) = build_traces(&p, &repo_root, duration_s)?;
+        let (built, notes) = build_traces(&p.traces, &repo_root(opts), duration_s)?;
         let rows = run_cells(
             &p,
             &built,

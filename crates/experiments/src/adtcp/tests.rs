@@ -165,7 +165,7 @@ fn test_cellular_adtcp_beats_newreno_under_random_loss_on_the_synthetic_trace() 
         .retain(|l| l.name == "random 2%" || l.name == "none");
     assert_eq!((p.traces.len(), p.losses.len()), (1, 2));
     let root = o.experiments_dir.join("..");
-    let (built, notes) = build_traces(&p, &root, 30.0).unwrap_or_else(|e| panic!("{e}"));
+    let (built, notes) = build_traces(&p.traces, &root, 30.0).unwrap_or_else(|e| panic!("{e}"));
     assert!(notes.is_empty() && built.len() == 1);
     let rows = run_cells(&p, &built, &[1, 2], Duration::from_secs(30), &mut |_| {})
         .unwrap_or_else(|e| panic!("{e}"));

@@ -93,7 +93,8 @@ pub struct DynamicsRun {
     pub bad_adus: u64,
 }
 
-fn adu1(s: &mut Scenario) {
+/// §6.1's ADU1 (one 64-byte payload per ADU) for every TPBA flow of `s`.
+pub(super) fn adu1(s: &mut Scenario) {
     for f in &mut s.flows {
         if let FlowType::Media(MediaFlow::Tpba(c)) = &mut f.kind {
             c.adu_bytes = 64;

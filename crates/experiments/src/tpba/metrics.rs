@@ -1,4 +1,9 @@
-//! §6.2's δR metrics (`papers/002`, "Quantitative Comparison"), exactly as defined there.
+//! The metrics of `papers/002`'s experiments: §6.2's δR metrics ("Quantitative Comparison"),
+//! exactly as defined there; §6.1's response time to a change in the available bandwidth
+//! (Table 3, [`settle_time`], two readings of "stable"); the mean fairness after a given time (Figure 19, [`mean_from`]);
+//! and a rate series' smoothness for the comparison beyond the paper ([`smoothness`]).
+//!
+//! ## δR
 //!
 //! `R_i(j)` is flow i's rate over `[S·j, S·(j+1)]` (`S = S_average`, 1 s); `n_cross` is the
 //! least j with `R3(j) ≥ R1(j)` or `R3(j) ≥ R2(j)`; `n_join` the least j with
@@ -105,6 +110,106 @@ pub fn delta_r(rates: &[Vec<f64>; 4], n_change: usize, n_final: usize) -> DeltaR
     out
 }
 
+/// What "stable" means for [`settle_time`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum Stable {
+    /// Within `tol` (kbit/s) of `target`, the new fair rate.
+    At {
+        /// The rate to reach, kbit/s.
+        target: f64,
+        /// Allowed distance from it, kbit/s.
+        tol: f64,
+    },
+    /// Within `tol_fraction` of the mean over the hold, whatever that mean is.
+    Anywhere {
+        /// Allowed distance from the mean, as a fraction of it.
+        tol_fraction: f64,
+    },
+}
+
+impl Stable {
+    fn holds(&self, window: &[(f64, f64)]) -> bool {
+        match *self {
+            Stable::At { target, tol } => window.iter().all(|(_, x)| (x - target).abs() <= tol),
+            Stable::Anywhere { tol_fraction } => {
+                let m = window.iter().map(|(_, x)| x).sum::<f64>() / window.len().max(1) as f64;
+                window
+                    .iter()
+                    .all(|(_, x)| (x - m).abs() <= tol_fraction * m)
+            }
+        }
+    }
+}
+
+/// §6.1's response to a change in the available bandwidth (Table 3): the time from the change
+/// at `change_s` until flow 3's rate "becomes stable".
+///
+/// The paper gives no formula, only "the elapsed time from the beginning of Flow 2 until the
+/// rate of Flow 3 becomes stable" with "rates … calculated every 400 ms". `rate` holds
+/// `(end of interval s, kbit/s)` samples of one sampling period `S`; the answer is
+/// `t_k − change_s` for the first sample `k` whose interval starts at or after the change and
+/// from which the samples ending within `hold_s` are [`Stable`] (so the earliest possible
+/// answer is `S`: one interval is needed to see a rate). `None` when no such sample exists, or
+/// when the series ends before a candidate's hold is complete.
+pub fn settle_time(
+    rate: &[(f64, f64)],
+    change_s: f64,
+    period_s: f64,
+    stable: Stable,
+    hold_s: f64,
+) -> Option<f64> {
+    let last = rate.last()?.0;
+    rate.iter()
+        .enumerate()
+        .filter(|(_, (t, _))| t - period_s >= change_s - 1e-9)
+        .take_while(|(_, (t, _))| t + hold_s <= last + 1e-9)
+        .find(|(k, (t, _))| {
+            let rest = rate.get(*k..).unwrap_or(&[]);
+            let n = rest
+                .iter()
+                .take_while(|(u, _)| *u <= t + hold_s + 1e-9)
+                .count();
+            stable.holds(rest.get(..n).unwrap_or(&[]))
+        })
+        .map(|(_, (t, _))| t - change_s)
+}
+
+/// The mean of a series' values over the intervals starting at or after `from_s` (`points`
+/// are `(end of interval s, value)`, intervals of `period_s`); `None` when there are none.
+/// Figure 19 averages the fairness "after the first rate-probing period has finished".
+pub fn mean_from(points: &[(f64, f64)], from_s: f64, period_s: f64) -> Option<f64> {
+    let xs: Vec<f64> = points
+        .iter()
+        .filter(|(t, _)| t - period_s >= from_s - 1e-9)
+        .map(|(_, v)| *v)
+        .collect();
+    (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64)
+}
+
+/// Smoothness of a rate series (`None` for fewer than two samples or a zero mean): the
+/// coefficient of variation (population standard deviation / mean), the measure of the
+/// equation-based congestion control literature behind RFC 5348 ("a much lower variation of
+/// throughput over time compared with TCP", §1), and the mean absolute change between
+/// successive samples relative to the mean, which shows short-term jumps that slow swings do
+/// not hide.
+pub fn smoothness(xs: &[f64]) -> Option<(f64, f64)> {
+    if xs.len() < 2 {
+        return None;
+    }
+    let n = xs.len() as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    if m <= 0.0 {
+        return None;
+    }
+    let var = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / n;
+    let steps: f64 = xs
+        .iter()
+        .zip(xs.iter().skip(1))
+        .map(|(a, b)| (b - a).abs())
+        .sum();
+    Some((var.sqrt() / m, steps / (n - 1.0) / m))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +256,97 @@ mod tests {
         assert_eq!(d.n_join, None);
         assert_eq!(d.ave2, None);
         assert!(d.ave1.is_some_and(|a| a > 390.0));
+    }
+    /// A 400 ms series: 600 kbit/s until `drop_at`, then 400 ± `noise` (alternating).
+    fn step_series(drop_at: f64, noise: f64) -> Vec<(f64, f64)> {
+        (1..=100)
+            .map(|k| {
+                let t = k as f64 * 0.4;
+                let x = if t - 0.4 < drop_at - 1e-9 {
+                    600.0
+                } else if k % 2 == 0 {
+                    400.0 + noise
+                } else {
+                    400.0 - noise
+                };
+                (t, x)
+            })
+            .collect()
+    }
+
+    fn at(tol: f64) -> Stable {
+        Stable::At { target: 400.0, tol }
+    }
+
+    #[test]
+    fn test_settle_time_is_the_first_held_sample_after_the_change() {
+        // Change at 10 s, flow 3 comes down at 16 s: the first in-band interval is
+        // [16.0, 16.4], seen at 16.4 s, 6.4 s after the change.
+        let s = step_series(16.0, 10.0);
+        let t = settle_time(&s, 10.0, 0.4, at(40.0), 4.0);
+        assert!((t.unwrap_or(f64::NAN) - 6.4).abs() < 1e-9, "{t:?}");
+        // Already at the target at the change: one interval.
+        let t = settle_time(&s, 20.0, 0.4, at(40.0), 4.0);
+        assert!((t.unwrap_or(f64::NAN) - 0.4).abs() < 1e-9, "{t:?}");
+        // Noise beyond the tolerance never settles.
+        assert_eq!(settle_time(&s, 10.0, 0.4, at(5.0), 4.0), None);
+        // A hold longer than what is left of the series cannot be confirmed.
+        assert_eq!(settle_time(&s, 10.0, 0.4, at(40.0), 30.0), None);
+    }
+
+    #[test]
+    fn test_settle_time_needs_the_whole_hold_in_band() {
+        // In band from 12 s, but one sample at 14.0 s leaves it: settled from the next one.
+        let mut s = step_series(12.0, 0.0);
+        if let Some(p) = s.iter_mut().find(|p| (p.0 - 14.0).abs() < 1e-9) {
+            p.1 = 300.0;
+        }
+        let t = settle_time(&s, 10.0, 0.4, at(40.0), 4.0);
+        assert!((t.unwrap_or(f64::NAN) - 4.4).abs() < 1e-9, "{t:?}");
+        // With a 1 s hold, the samples ending in [12.4, 13.4] hold: 2.4 s.
+        let t = settle_time(&s, 10.0, 0.4, at(40.0), 1.0);
+        assert!((t.unwrap_or(f64::NAN) - 2.4).abs() < 1e-9, "{t:?}");
+    }
+
+    #[test]
+    fn test_settle_time_anywhere_accepts_a_steady_rate_off_the_target() {
+        // Flow 3 drops at 11 s but to 500 (not the 400 target), ± 10.
+        let s: Vec<(f64, f64)> = step_series(11.0, 10.0)
+            .into_iter()
+            .map(|(t, x)| (t, if x < 600.0 { x + 100.0 } else { x }))
+            .collect();
+        assert_eq!(settle_time(&s, 10.0, 0.4, at(40.0), 4.0), None);
+        let any = Stable::Anywhere { tol_fraction: 0.05 };
+        // Samples ending up to 11.2 s are 600; from 11.6 s they are 500 ± 10. A hold that
+        // starts on a 600 mixes both levels; the first one that does not starts at 11.6 s.
+        let t = settle_time(&s, 10.0, 0.4, any, 4.0);
+        assert!((t.unwrap_or(f64::NAN) - 1.6).abs() < 1e-9, "{t:?}");
+        // Steady from the start: the first interval.
+        let flat: Vec<(f64, f64)> = (1..=50).map(|k| (k as f64 * 0.4, 300.0)).collect();
+        let t = settle_time(&flat, 10.0, 0.4, any, 4.0);
+        assert!((t.unwrap_or(f64::NAN) - 0.4).abs() < 1e-9, "{t:?}");
+    }
+
+    #[test]
+    fn test_mean_from_counts_intervals_starting_at_or_after() {
+        let pts = [(1.0, 0.5), (2.0, 0.7), (3.0, 0.9), (4.0, 1.0)];
+        // Intervals [1,2], [2,3], [3,4] start at or after 1.0.
+        let m = mean_from(&pts, 1.0, 1.0).unwrap_or(f64::NAN);
+        assert!((m - (0.7 + 0.9 + 1.0) / 3.0).abs() < 1e-12);
+        assert_eq!(mean_from(&pts, 1.5, 1.0), Some((0.9 + 1.0) / 2.0));
+        assert_eq!(mean_from(&pts, 5.0, 1.0), None);
+    }
+
+    #[test]
+    fn test_smoothness_of_constant_and_alternating_series() {
+        assert_eq!(smoothness(&[300.0; 5]), Some((0.0, 0.0)));
+        // 100, 300, 100, 300: mean 200, std 100 → CoV 0.5; every step 200 → 1.0.
+        let (cov, step) = smoothness(&[100.0, 300.0, 100.0, 300.0]).unwrap_or((0.0, 0.0));
+        assert!((cov - 0.5).abs() < 1e-12 && (step - 1.0).abs() < 1e-12);
+        // The same values sorted: same CoV, a third of the step measure.
+        let (cov2, step2) = smoothness(&[100.0, 100.0, 300.0, 300.0]).unwrap_or((0.0, 0.0));
+        assert!((cov2 - 0.5).abs() < 1e-12 && (step2 - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(smoothness(&[1.0]), None);
+        assert_eq!(smoothness(&[0.0, 0.0]), None);
     }
 }

@@ -5,7 +5,7 @@
 //! the first seed. Scenario: `experiments/tpba/table4.toml`.
 
 use super::metrics::{DeltaR, delta_r};
-use super::{flow, json, mean, run, scenario, seeds};
+use super::{flow, jitter_starts, json, mean, run, scenario, seeds};
 use crate::report::plot::{Bars, bar_chart, line_chart_of};
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
@@ -189,13 +189,9 @@ impl Experiment for Table4 {
             let change = change_s(c) as usize;
             for seed in &seeds {
                 let done = runs.len() as f64 / n;
-                // The trials differ by when flows 1-3 start: each by a uniform draw in
-                // [0, 500 ms) from the seed (the paper's trials were started by hand).
+                // The trials differ by when flows 1-3 start (flow 4 joins later).
                 let mut s = s.clone();
-                let mut rng = crate::rng::SplitMix::new(*seed, 0x5450_4241);
-                for f in s.flows.iter_mut().filter(|f| f.name != "flow4") {
-                    f.start += Duration::from_millis(500).mul_f64(rng.unit());
-                }
+                jitter_starts(&mut s, *seed);
                 let (_, r) = run(&s, *seed, progress, done, 1.0 / n)?;
                 let rates: Vec<Vec<f64>> = ["flow1", "flow2", "flow3", "flow4"]
                     .iter()

@@ -126,6 +126,11 @@ fn test_inconsistent_fragment_never_mixes_into_an_adu() {
     rx.handle_udp(Time::ZERO, &second.to_bytes(&data[512..]))
         .unwrap();
     assert_eq!(rx.f_recv(), Some(data));
+    // The rate counts the accepted payload only: not the liar's 512 bytes, not a duplicate.
+    assert_eq!(rx.received_payload_bytes(), 1024);
+    rx.handle_udp(Time::ZERO, &second.to_bytes(&[0u8; 512]))
+        .unwrap();
+    assert_eq!(rx.received_payload_bytes(), 1024);
 }
 
 /// What the sender would put on the two paths for ADUs `lens`, with `tcp[i]` the path of ADU i.
