@@ -13,6 +13,8 @@
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
+//! * [`netns`]: two hosts on one machine (a namespace and a veth pair, shaped with `tbf`) for
+//!   the namespace tests and benchmarks.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
@@ -45,6 +47,7 @@ pub mod clock;
 pub mod env;
 pub mod iface;
 pub mod naitcp;
+pub mod netns;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tpba;
