@@ -192,8 +192,8 @@ struct State {
 }
 
 impl State {
-    /// Sets one value (applying the defaults to a device seen for the first time).
-    fn set(&mut self, device: &Name, param: &Param, value: f64) -> Result<(), EnvError> {
+    /// Gives a device seen for the first time the default watermarks and hysteresis.
+    fn configure(&mut self, device: &Name) -> Result<(), EnvError> {
         if !self.configured.contains(device) {
             for (p, w) in &self.defaults_wms {
                 self.table.set_dev_param_wms(device, p, w.clone())?;
@@ -203,6 +203,12 @@ impl State {
             }
             self.configured.insert(device.clone());
         }
+        Ok(())
+    }
+
+    /// Sets one value (applying the defaults to a device seen for the first time).
+    fn set(&mut self, device: &Name, param: &Param, value: f64) -> Result<(), EnvError> {
+        self.configure(device)?;
         let now = self.clock.now();
         self.table.set_dev_param(now, device, param, value)
     }
@@ -354,7 +360,9 @@ impl EnvMonitor {
     ) -> Result<(), EnvMonitorError> {
         let device = Name::new(device)?;
         let mut st = self.shared.lock();
-        st.configured.insert(device.clone());
+        // The defaults first, so levels set for one parameter do not leave the others without
+        // theirs.
+        st.configure(&device)?;
         st.table.set_dev_param_wms(&device, &param, watermarks)?;
         Ok(())
     }
@@ -367,10 +375,10 @@ impl EnvMonitor {
         hysteresis: Hysteresis,
     ) -> Result<(), EnvMonitorError> {
         let device = Name::new(device)?;
-        self.shared
-            .lock()
-            .table
-            .set_hysteresis(&device, &param, hysteresis)?;
+        let mut st = self.shared.lock();
+        st.configure(&device)?;
+        st.table.set_hysteresis(&device, &param, hysteresis)?;
+        drop(st);
         self.shared.kick.notify_one();
         Ok(())
     }

@@ -200,6 +200,33 @@ async fn test_rtnetlink_dump_gives_lo_availability() {
     assert_eq!(monitor.stats().link_malformed, 0);
 }
 
+/// Regression: levels set for one parameter of a device before its first reading used to mark
+/// the device configured, so the default availability levels were never applied and
+/// `adaptnet events` printed no availability event.
+#[tokio::test]
+async fn test_levels_for_one_param_keep_the_default_availability_levels() {
+    let config = EnvConfig {
+        interfaces: vec!["lo".into()],
+        link_events: false,
+        ..EnvConfig::default()
+    };
+    let monitor = EnvMonitor::start(config).expect("start");
+    monitor
+        .set_watermarks("x1", Param::Bandwidth, signal_levels())
+        .expect("levels");
+    monitor
+        .set_dev_param("x1", Param::Availability, AVAILABLE)
+        .expect("baseline");
+    let mut events = monitor
+        .subscribe("x1", Param::Availability, LevelMask::ALL)
+        .expect("subscribe");
+    monitor
+        .set_dev_param("x1", Param::Availability, UNAVAILABLE)
+        .expect("set");
+    let d = events.try_recv().expect("an availability event");
+    assert_eq!(d.event.violated, LevelMask::of(&[0]), "Table 3 low 10");
+}
+
 #[tokio::test]
 async fn test_slow_subscriber_loses_oldest_and_is_told() {
     let config = EnvConfig {
@@ -335,6 +362,9 @@ async fn test_veth_down_and_up_are_polled_availability_events_within_2s() {
         "veth up not seen: {:?}",
         monitor.get_dev_params(&veth.a)
     );
+    // A poll may have caught the new pair before its carrier came up: that up event is not
+    // the one under test.
+    while events.try_recv().is_some() {}
 
     let t0 = Instant::now();
     ip(&["link", "set", "dev", &veth.a, "down"]).expect("ip link set down");
