@@ -135,6 +135,19 @@ impl NetnsLink {
         ])
     }
 
+    /// Removes the shaping again (the root qdisc back to the default).
+    pub fn unshape(&self) -> Result<(), NetnsError> {
+        match run(&["tc", "qdisc", "del", "dev", &self.host, "root"]) {
+            // Nothing to delete is not an error here.
+            Err(NetnsError::Command { stderr, .. })
+                if stderr.contains("No such file") || stderr.contains("Cannot delete") =>
+            {
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
     /// `b_ip:0`, the address to bind inside the namespace.
     pub fn inside_addr(&self) -> SocketAddr {
         any_port(&self.b_ip)
