@@ -322,7 +322,7 @@ fn ip(args: &[&str]) -> Result<(), String> {
 }
 
 /// The polling fallback (no rtnetlink listener): a veth in this namespace going down and up is
-/// seen at the next poll. The pushed path is `tests/env_netns.rs`.
+/// seen at the next poll. The pushed path is `tests/env/mod.rs` (in the `netns` binary).
 #[tokio::test]
 async fn test_veth_down_and_up_are_polled_availability_events_within_2s() {
     // SAFETY: geteuid has no preconditions.

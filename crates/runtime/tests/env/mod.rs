@@ -3,13 +3,12 @@
 //! namespace's links; `ip` brings the veth down and up from outside, and each change must be
 //! an availability event within one second. The poll period is a minute, so only the pushed
 //! kernel messages can deliver in time. Needs root and iproute2 (skips loudly otherwise).
+//! A module of the `netns` test binary (one link of the runtime for all namespace tests).
 
-mod common;
-
+use crate::common::{Link, sh};
 use adaptnet_core::env::{Delivery, LevelMask, Param};
 use adaptnet_runtime::env::linux::{AVAILABLE, UNAVAILABLE};
 use adaptnet_runtime::env::{EnvConfig, EnvMonitor, MonitorStats};
-use common::{Link, sh};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
