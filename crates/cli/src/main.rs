@@ -108,6 +108,12 @@ enum Command {
         /// The interface to watch (default: every interface in /sys/class/net).
         #[arg(long)]
         interface: Option<String>,
+        /// Only these events (papers/001 request_event): `DEVICE:PARAM[:LEVELS][,…]`, PARAM one
+        /// of availability, bandwidth, signal; LEVELS level indices joined by '+' (availability:
+        /// 0 low 10, 1 high 20; bandwidth: 0..=5; signal: 0..=3), e.g.
+        /// `eth0:availability,wlan0:signal:1+3`.
+        #[arg(long, conflicts_with = "interface")]
+        subscribe: Option<String>,
         /// Poll period in milliseconds (at least 10).
         #[arg(long, default_value_t = 500)]
         period_ms: u64,
@@ -179,10 +185,13 @@ fn main() -> ExitCode {
         } => commands::exp::run(&name, seeds, quick, out.as_deref(), experiments.as_deref()),
         Command::Events {
             interface,
+            subscribe,
             period_ms,
             time,
             json,
-        } => seconds(time).and_then(|d| commands::events::run(interface, period_ms, d, json)),
+        } => seconds(time).and_then(|d| {
+            commands::events::run(interface, subscribe.as_deref(), period_ms, d, json)
+        }),
         Command::Bench {
             name,
             repeat,

@@ -16,6 +16,8 @@
 //! * [`udp`]: the drivers' UDP I/O — batched (`recvmmsg`, optional GSO) through quinn-udp,
 //!   never blocking the driver on a full socket, each datagram stamped with its kernel
 //!   arrival time.
+//! * [`netns`]: two hosts on one machine (a namespace and a veth pair, shaped with `tbf`) for
+//!   the namespace tests and benchmarks.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
@@ -48,6 +50,7 @@ pub mod clock;
 pub mod env;
 pub mod iface;
 pub mod naitcp;
+pub mod netns;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tpba;

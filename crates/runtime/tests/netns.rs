@@ -11,6 +11,9 @@ use tokio::time::timeout;
 
 mod common;
 use common::Link;
+/// Environment events inside a namespace (papers/001): in this binary to save a link of the
+/// runtime in CI.
+mod env;
 
 async fn connect(link: &Link) -> (AtpEndpoint, AtpEndpoint, Connection, Connection) {
     let mut server_opts = EndpointOptions::server();

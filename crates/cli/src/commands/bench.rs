@@ -13,11 +13,21 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
         let _ = repeat; // one pass: each transport moves 256 MB
         return super::loopback_bench::run(256);
     }
+    if name == "env-netns" {
+        // A real namespace link (root, iproute2); `repeat` rounds of the four cases.
+        return super::env_netns_bench::run(repeat);
+    }
     if name == "list" {
         let mut t = Table::text(["benchmark", "measures"]);
         for b in bench::all() {
             t.row([b.name(), b.summary()]);
         }
+        t.row([
+            "env-netns",
+            "papers/001 Table 2 on a namespace link: kernel TCP 10,240 × 1,400 bytes over veth + \
+             tbf 10 Mbit/s with no monitor, monitor without events, 100 events/s, and 100 \
+             events/s to 10 apps + a 10-entry action table; --repeat rounds (needs root)",
+        ]);
         t.row([
             "loopback",
             "bulk throughput over loopback UDP/TCP: ATP, NAI-TCP, kernel TCP (Gbit/s, CPU s/GB; \

@@ -5,13 +5,128 @@
 //! default) and the bandwidth levels of [`bandwidth_levels`]; signal quality, where
 //! `/proc/net/wireless` has the interface, gets [`signal_levels`]. One line per event: text, or
 //! a JSON object with `--json`.
+//!
+//! `--subscribe dev:param[:levels][,…]` is the paper's `request_event` for a subset (§3.2):
+//! only those devices are watched, and only events of those parameters that violate one of the
+//! given levels are printed (coarser watermarks, §3: "an application may be interested only in
+//! level A and level D"). Levels are indices into the levels above, joined by `+`
+//! (`wlan0:signal:1+3`); without them every level counts. See [`parse_subscriptions`].
 
 use adaptnet_core::env::{Delivery, Level, LevelMask, Param, Watermarks};
 use adaptnet_runtime::env::linux::{LinuxSource, SourcePaths};
 use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
 use anyhow::{Context, Result, bail};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Duration;
+
+/// The parameters this command has a source and levels for, with their levels described for
+/// error messages and `--help`.
+pub const SUBSCRIBABLE: [(Param, &str); 3] = [
+    (
+        Param::Availability,
+        "availability (avail): 0 low 10 unavailable, 1 high 20 available",
+    ),
+    (
+        Param::Bandwidth,
+        "bandwidth (bw, bytes/s): 0 low 5e3, 1 high 1e4, 2 low 5e5, 3 high 1e6, 4 low 5e7, 5 high 1e8",
+    ),
+    (
+        Param::SignalQuality,
+        "signal (sq): 0 low 20, 1 high 30, 2 low 40, 3 high 50",
+    ),
+];
+
+/// One `--subscribe` entry: events of `param` on `device` that violate one of `levels`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Subscription {
+    /// The interface.
+    pub device: String,
+    /// The parameter.
+    pub param: Param,
+    /// The levels asked for ([`LevelMask::ALL`] when none were named).
+    pub levels: LevelMask,
+}
+
+/// The number of levels this command gives `param`, if it has a source for it.
+fn level_count(param: &Param) -> Result<usize> {
+    Ok(match param {
+        Param::Availability => 2,
+        Param::Bandwidth => bandwidth_levels()?.levels().len(),
+        Param::SignalQuality => signal_levels()?.levels().len(),
+        other => bail!(
+            "parameter {other:?} has no source in `adaptnet events`; use one of: {}",
+            SUBSCRIBABLE.map(|(_, d)| d).join("; ")
+        ),
+    })
+}
+
+/// Parses `dev:param[:l+l…][,dev:param…]`. The same device and parameter named twice get the
+/// union of their levels.
+pub fn parse_subscriptions(spec: &str) -> Result<Vec<Subscription>> {
+    let mut out: Vec<Subscription> = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let mut parts = item.split(':');
+        let (Some(device), Some(param)) = (parts.next(), parts.next()) else {
+            bail!(
+                "--subscribe {item:?}: expected DEVICE:PARAM[:LEVELS], e.g. eth0:availability or wlan0:signal:1+3"
+            );
+        };
+        let levels_spec = parts.next();
+        if parts.next().is_some() {
+            bail!("--subscribe {item:?}: too many ':'; expected DEVICE:PARAM[:LEVELS]");
+        }
+        if device.is_empty() {
+            bail!("--subscribe {item:?}: empty device name");
+        }
+        adaptnet_core::env::Name::new(device)
+            .with_context(|| format!("--subscribe {item:?}: device"))?;
+        let param =
+            Param::from_name(param).with_context(|| format!("--subscribe {item:?}: parameter"))?;
+        let count = level_count(&param).with_context(|| format!("--subscribe {item:?}"))?;
+        let levels = match levels_spec {
+            None => LevelMask::ALL,
+            Some(l) => {
+                let mut idx = Vec::new();
+                for n in l.split('+') {
+                    let i: u16 = n.trim().parse().with_context(|| {
+                        format!("--subscribe {item:?}: level {n:?} is not a level index (0, 1, …; join with '+')")
+                    })?;
+                    if usize::from(i) >= count {
+                        bail!(
+                            "--subscribe {item:?}: {} has levels 0..={} ({})",
+                            param,
+                            count - 1,
+                            SUBSCRIBABLE
+                                .iter()
+                                .find(|(p, _)| *p == param)
+                                .map_or("", |(_, d)| d)
+                        );
+                    }
+                    idx.push(i);
+                }
+                LevelMask::of(&idx)
+            }
+        };
+        match out
+            .iter_mut()
+            .find(|s| s.device == device && s.param == param)
+        {
+            Some(s) => {
+                s.levels = LevelMask::of(&s.levels.iter().chain(levels.iter()).collect::<Vec<_>>())
+            }
+            None => out.push(Subscription {
+                device: device.to_string(),
+                param,
+                levels,
+            }),
+        }
+    }
+    if out.is_empty() {
+        bail!("--subscribe is empty; expected DEVICE:PARAM[:LEVELS][,…]");
+    }
+    Ok(out)
+}
 
 /// Bandwidth levels (bytes/s): a low and a high level around 10 kB/s, 1 MB/s and 100 MB/s,
 /// each pair 2× apart so a rate hovering at one value does not flap.
@@ -37,32 +152,57 @@ pub fn signal_levels() -> Result<Watermarks> {
     ])?)
 }
 
-/// Runs until `time` has passed (or forever), printing events.
+/// Runs until `time` has passed (or forever), printing events: of every followed interface's
+/// parameters, or only those of `subscribe` (`dev:param[:levels],…`).
 pub fn run(
     interface: Option<String>,
+    subscribe: Option<&str>,
     period_ms: u64,
     time: Option<Duration>,
     json: bool,
 ) -> Result<ExitCode> {
+    let subs = subscribe.map(parse_subscriptions).transpose()?;
+    if interface.is_some() && subs.is_some() {
+        bail!("--interface and --subscribe together: name the devices in --subscribe only");
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(watch(interface, period_ms, time, json))
+    rt.block_on(watch(interface, subs, period_ms, time, json))
 }
 
 async fn watch(
     interface: Option<String>,
+    subs: Option<Vec<Subscription>>,
     period_ms: u64,
     time: Option<Duration>,
     json: bool,
 ) -> Result<ExitCode> {
-    let interfaces = match interface {
-        Some(i) => vec![i],
-        None => LinuxSource::new(SourcePaths::default(), Vec::new())
+    let interfaces = match (&interface, &subs) {
+        (Some(i), _) => vec![i.clone()],
+        (None, Some(subs)) => {
+            let set: BTreeMap<&str, ()> = subs.iter().map(|s| (s.device.as_str(), ())).collect();
+            set.into_keys().map(str::to_string).collect()
+        }
+        (None, None) => LinuxSource::new(SourcePaths::default(), Vec::new())
             .interfaces()
             .context("listing /sys/class/net")?,
     };
+    let subs = subs.unwrap_or_else(|| {
+        interfaces
+            .iter()
+            .flat_map(|d| {
+                [Param::Availability, Param::Bandwidth, Param::SignalQuality].map(|p| {
+                    Subscription {
+                        device: d.clone(),
+                        param: p,
+                        levels: LevelMask::ALL,
+                    }
+                })
+            })
+            .collect()
+    });
     if interfaces.is_empty() {
         bail!("no interface to watch");
     }
@@ -71,22 +211,27 @@ async fn watch(
         period: Duration::from_millis(period_ms),
         ..EnvConfig::default()
     })?;
-    let mut stream = None;
     for dev in &interfaces {
         monitor.set_watermarks(dev, Param::Bandwidth, bandwidth_levels()?)?;
         monitor.set_watermarks(dev, Param::SignalQuality, signal_levels()?)?;
-        for p in [Param::Availability, Param::Bandwidth, Param::SignalQuality] {
-            match &stream {
-                None => stream = Some(monitor.subscribe(dev, p, LevelMask::ALL)?),
-                Some(s) => s.also(dev, p, LevelMask::ALL)?,
-            }
+    }
+    let mut stream = None;
+    for s in &subs {
+        match &stream {
+            None => stream = Some(monitor.subscribe(&s.device, s.param.clone(), s.levels)?),
+            Some(st) => st.also(&s.device, s.param.clone(), s.levels)?,
         }
     }
     let Some(mut stream) = stream else {
         bail!("no interface to watch");
     };
+    let pushed = if monitor.stats().availability_pushed {
+        "availability pushed by rtnetlink"
+    } else {
+        "availability polled (no rtnetlink)"
+    };
     eprintln!(
-        "watching {} every {period_ms} ms (availability: low 10 / high 20, Table 3)",
+        "watching {} every {period_ms} ms, {pushed} (levels: availability low 10 / high 20, Table 3)",
         interfaces.join(", ")
     );
     let deadline = time.map(|d| tokio::time::Instant::now() + d);
@@ -176,5 +321,38 @@ mod tests {
         assert_eq!(v["t_s"], 1.5);
         assert!(render(&d, false).contains("2 earlier events lost"));
         assert!(bandwidth_levels().is_ok() && signal_levels().is_ok());
+    }
+
+    #[test]
+    fn subscribe_parses_devices_params_and_levels() {
+        let s = parse_subscriptions("eth0:availability, wlan0:sq:1+3,eth0:bw:0").expect("valid");
+        assert_eq!(s.len(), 3);
+        assert_eq!(s[0].device, "eth0");
+        assert_eq!(s[0].param, Param::Availability);
+        assert_eq!(s[0].levels, LevelMask::ALL);
+        assert_eq!(s[1].param, Param::SignalQuality);
+        assert_eq!(s[1].levels, LevelMask::of(&[1, 3]));
+        assert_eq!(s[2].param, Param::Bandwidth);
+        assert_eq!(s[2].levels, LevelMask::of(&[0]));
+        // The same pair twice: the union of the levels.
+        let s = parse_subscriptions("eth0:bw:0,eth0:bw:5").expect("valid");
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].levels, LevelMask::of(&[0, 5]));
+    }
+
+    #[test]
+    fn subscribe_errors_name_the_fix() {
+        for (spec, needle) in [
+            ("eth0", "DEVICE:PARAM"),
+            ("eth0:availability:2", "levels 0..=1"),
+            ("eth0:signal:x", "not a level index"),
+            ("eth0:cost", "no source"),
+            ("eth0:bw:1:2", "too many"),
+            (":bw", "empty device"),
+            ("", "empty"),
+        ] {
+            let e = format!("{:#}", parse_subscriptions(spec).expect_err(spec));
+            assert!(e.contains(needle), "{spec:?}: {e}");
+        }
     }
 }

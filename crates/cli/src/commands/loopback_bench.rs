@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 const MESSAGE: usize = 64 << 10;
 
 /// CPU time (user + system) this process has used.
-fn cpu_time() -> Duration {
+pub(super) fn cpu_time() -> Duration {
     // SAFETY: getrusage fills the struct it is given.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: RUSAGE_SELF with a valid pointer.

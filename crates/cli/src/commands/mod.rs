@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod env_netns_bench;
 pub mod events;
 pub mod exp;
 pub mod loopback_bench;

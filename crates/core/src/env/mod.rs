@@ -20,6 +20,8 @@
 //!   queues filtered to a subset of levels (`request_event`, §3.2);
 //! - [`status_wire`] and [`status_auth`]: the authenticated status message a base station or
 //!   proxy sends to a host (the role of §3.1's ICMP_STATUS, over UDP);
+//! - [`rtnetlink`]: the Linux kernel's link messages (pushed availability), parsed without
+//!   I/O for the runtime's listener;
 //! - [`actions`], [`action_table`], [`udp_gate`], [`tcp_actions`]: the action vocabulary,
 //!   per-socket action tables with simple and complex (threshold-circuit) actions (§3.3.1),
 //!   the UDP send gate and the TCP hooks (§4, §5).
@@ -35,6 +37,7 @@ mod error;
 pub mod events;
 pub mod hysteresis;
 pub mod params;
+pub mod rtnetlink;
 pub mod status_auth;
 pub mod status_wire;
 pub mod subscriptions;

@@ -72,6 +72,37 @@ pub struct TcpConfig {
     /// and pass the peer's reports to the congestion controller. No negotiation: a
     /// conventional peer ignores the option. Off by default.
     pub adtcp: bool,
+    /// Whether duplicate ACKs may start fast retransmit after a retransmission timeout
+    /// (see [`RecoverAfterRto`]). [`RecoverAfterRto::Rfc6582`] by default.
+    pub recover_after_rto: RecoverAfterRto,
+}
+
+/// What the sender does with duplicate ACKs for data sent before a retransmission timeout.
+///
+/// RFC 6582 §3.2 step 4: "After a retransmit timeout, record the highest sequence number
+/// transmitted in the variable recover, and exit the fast recovery procedure if applicable";
+/// step 2: "When the third duplicate ACK is received, the TCP sender first checks the value of
+/// recover to see if the Cumulative Acknowledgment field covers more than recover. … If not,
+/// the TCP does not enter fast retransmit and does not reset ssthresh." RFC 6582 §4 explains
+/// why: after a timeout the sender may resend segments the receiver already holds, whose
+/// duplicate ACKs say nothing about new loss.
+///
+/// papers/001 §5.4 relies on the opposite: a mobile receiver sends five duplicate ACKs when a
+/// handoff is over so that a sender sitting in a backed-off RTO retransmits at once ("Three
+/// duplicate ACKs are sufficient for this purpose … Every additional duplicate ACK opens up
+/// the congestion window at the sender"). Its senders ran Linux 2.1.24 (1997), a Reno TCP:
+/// NewReno and its `recover` variable came later (RFC 2582, April 1999). Under the RFC 6582
+/// guard those duplicate ACKs change nothing once an RTO has fired.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum RecoverAfterRto {
+    /// RFC 6582 (the default): an RTO sets `recover` to the highest position sent, and
+    /// duplicate ACKs that do not cover it do not start fast retransmit.
+    #[default]
+    Rfc6582,
+    /// Reno as the paper's 1997 senders had it: an RTO leaves nothing guarded, so a third
+    /// duplicate ACK after a timeout starts fast retransmit and recovery (each further one
+    /// inflates the window). For reproducing papers/001 Table 6; not for general use.
+    Reno,
 }
 
 impl Default for TcpConfig {
@@ -87,6 +118,7 @@ impl Default for TcpConfig {
             sack: false,
             timestamps: false,
             adtcp: false,
+            recover_after_rto: RecoverAfterRto::Rfc6582,
         }
     }
 }
@@ -238,6 +270,7 @@ impl Connection {
         let mss = u64::from(config.mss.max(1));
         let mut send = SendHalf::new(mss, config.rto, cc);
         send.set_limited_transmit(config.limited_transmit);
+        send.set_recover_after_rto(config.recover_after_rto);
         let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack);
         let adtcp_rx = if config.adtcp {
             crate::adtcp::Receiver::new(crate::adtcp::ReceiverConfig::default()).ok()

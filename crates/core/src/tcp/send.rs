@@ -71,6 +71,8 @@ pub(super) struct SendHalf {
     cc: Box<dyn CongestionController>,
     /// RFC 3042 limited transmit is enabled.
     limited_transmit: bool,
+    /// What an RTO does to `recover` (RFC 6582 or the paper's Reno).
+    recover_after_rto: super::RecoverAfterRto,
     /// New segments limited transmit may still send (one per early duplicate ACK).
     lt_allowance: u32,
     /// Bytes sent by limited transmit since the last new ACK; RFC 3042 §2 keeps them out of
@@ -125,6 +127,7 @@ impl SendHalf {
             pacing_wakeup: None,
             cc,
             limited_transmit: false,
+            recover_after_rto: super::RecoverAfterRto::Rfc6582,
             lt_allowance: 0,
             lt_bytes: 0,
             sack: false,
@@ -144,6 +147,11 @@ impl SendHalf {
     /// Enables or disables RFC 3042 limited transmit.
     pub(super) fn set_limited_transmit(&mut self, on: bool) {
         self.limited_transmit = on;
+    }
+
+    /// Chooses RFC 6582's or Reno's handling of duplicate ACKs after an RTO.
+    pub(super) fn set_recover_after_rto(&mut self, rule: super::RecoverAfterRto) {
+        self.recover_after_rto = rule;
     }
 
     pub(super) fn write(&mut self, bytes: u64) {
@@ -375,9 +383,13 @@ impl SendHalf {
         let flight = self.flight_size();
         self.cc
             .on_congestion_event(now, CongestionSignal::Timeout, flight, self.smss);
-        // RFC 6582 §3.2 step 4 analogue: remember the highest position sent, so duplicate ACKs
-        // for pre-timeout data do not start fast recovery.
-        self.recover = self.max;
+        // RFC 6582 §3.2 step 4: remember the highest position sent, so duplicate ACKs for
+        // pre-timeout data do not start fast recovery. Reno (papers/001's senders) has no such
+        // guard: `recover` at SND.UNA lets the third duplicate ACK start fast retransmit.
+        self.recover = match self.recover_after_rto {
+            super::RecoverAfterRto::Rfc6582 => self.max,
+            super::RecoverAfterRto::Reno => self.una,
+        };
         self.in_recovery = false;
         self.dupacks = 0;
         self.pending_rtx = None;

@@ -529,3 +529,51 @@ mod prop {
         }
     }
 }
+
+/// papers/001 §5.4 against RFC 6582 §3.2: a sender whose data vanished in a blackout sits in a
+/// backed-off RTO; when the blackout ends the receiver sends 5 duplicate ACKs. Returns the
+/// sender's fast retransmits and bytes acknowledged half a second later.
+fn dupacks_after_blackout(rule: RecoverAfterRto) -> (u64, u64, u64) {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    let blackout = Rc::new(Cell::new(false));
+    let dark = blackout.clone();
+    let config = TcpConfig {
+        recover_after_rto: rule,
+        ..TcpConfig::default()
+    };
+    let mut p = Pair::new(config, move |_, _| dark.get());
+    p.client.write(2_000_000);
+    p.run(Time::from_millis(500));
+    blackout.set(true);
+    // First RTO ≈ 1 s after the last ACK, the second 2 s later: at 5 s the sender waits for the
+    // third (≈ 7.5 s).
+    p.run(Time::from_secs(5));
+    assert!(p.client.stats().timeouts >= 2, "{:?}", p.client.stats());
+    blackout.set(false);
+    let (fr0, acked0) = (p.client.stats().fast_retransmits, p.client.bytes_acked());
+    if let Some(s) = p.server.as_mut() {
+        s.request_extra_acks(5);
+    }
+    p.run(Time::from_millis(5_500));
+    let st = p.client.stats();
+    (
+        st.fast_retransmits - fr0,
+        p.client.bytes_acked() - acked0,
+        st.dup_acks_received,
+    )
+}
+
+#[test]
+fn test_rfc6582_ignores_dupacks_after_rto_reno_retransmits() {
+    let (fr, acked, dups) = dupacks_after_blackout(RecoverAfterRto::Rfc6582);
+    assert!(dups >= 5, "the 5 duplicate ACKs reached the sender: {dups}");
+    assert_eq!(fr, 0, "RFC 6582 step 2: no fast retransmit below recover");
+    assert_eq!(acked, 0, "nothing moves until the backed-off RTO");
+    let (fr, acked, _) = dupacks_after_blackout(RecoverAfterRto::Reno);
+    assert_eq!(
+        fr, 1,
+        "Reno: the third duplicate ACK starts fast retransmit"
+    );
+    assert!(acked > 0, "the retransmission is acknowledged within 0.5 s");
+}

@@ -1,7 +1,9 @@
 //! The Linux parameter source: what the monitor reads, per interface, at every poll.
 //!
-//! Exactly these files, nothing else (no rtnetlink socket yet: a link change is seen at the
-//! next poll, so the poll period bounds the delay):
+//! Exactly these files, nothing else. A link change is seen at the next poll, so the poll
+//! period bounds the delay; that is why availability comes from the kernel's pushed link
+//! messages ([`super::netlink`]) whenever that listener runs, and from here only as the
+//! fallback:
 //!
 //! * **availability** ([`Param::Availability`]) from `/sys/class/net/<if>/operstate` (one word,
 //!   RFC 2863 `IF-MIB::ifOperStatus` as the kernel names it: `up`, `down`, `dormant`,

@@ -5,8 +5,12 @@
 //! (`set_dev_param` → `poll_event` → `EventHub::publish`; `handle_timeout` at `poll_timeout`
 //! for minimum dwells):
 //!
-//! * [`linux::LinuxSource`], polled every [`EnvConfig::period`]: availability, bandwidth and
-//!   signal per interface (see [`linux`] for exactly which files);
+//! * [`netlink`]: the kernel's link notifications (`RTM_NEWLINK` on a `NETLINK_ROUTE`
+//!   socket), pushed the moment a link changes: availability, when [`EnvConfig::link_events`]
+//!   is on (the default) and the socket opens;
+//! * [`linux::LinuxSource`], polled every [`EnvConfig::period`]: bandwidth and signal per
+//!   interface, and availability whenever the netlink listener is not running (see [`linux`]
+//!   for exactly which files);
 //! * [`status`]: the authenticated status message over UDP (core's [`StatusVerifier`]),
 //!   when [`EnvConfig::status`] is set;
 //! * and [`EnvMonitor::set_dev_param`] for values the host knows otherwise (cost, energy).
@@ -33,6 +37,7 @@
 //! ```
 
 pub mod linux;
+pub mod netlink;
 pub mod status;
 
 use crate::clock::Clock;
@@ -118,6 +123,9 @@ pub struct EnvConfig {
     pub queue_events: usize,
     /// The status message receiver, if any.
     pub status: Option<StatusConfig>,
+    /// Listen for the kernel's link notifications ([`netlink`]) for availability; polling
+    /// covers it when off or when the socket cannot be opened.
+    pub link_events: bool,
 }
 
 /// papers/001 Table 3's availability levels: 0 low 10 ("device is unavailable"), 1 high 20
@@ -138,6 +146,7 @@ impl Default for EnvConfig {
             default_hysteresis: Vec::new(),
             queue_events: DEFAULT_QUEUE_EVENTS,
             status: None,
+            link_events: true,
         }
     }
 }
@@ -156,6 +165,14 @@ pub struct MonitorStats {
     pub status_rejected: u64,
     /// Events the core table dropped before they reached the hub (should stay 0).
     pub table_events_lost: u64,
+    /// Whether availability currently comes from the netlink listener (else from polling).
+    pub availability_pushed: bool,
+    /// Link messages from the kernel applied (followed interfaces only).
+    pub link_messages: u64,
+    /// Times the kernel dropped link notifications (`ENOBUFS`); each is followed by a dump.
+    pub link_overruns: u64,
+    /// Netlink messages that did not parse (counted and skipped).
+    pub link_malformed: u64,
 }
 
 /// What the tasks and the handles share.
@@ -169,12 +186,14 @@ struct State {
     defaults_wms: Vec<(Param, Watermarks)>,
     defaults_hyst: Vec<(Param, Hysteresis)>,
     stats: MonitorStats,
+    /// Availability is the netlink listener's: the poller does not report it.
+    availability_pushed: bool,
     stopped: bool,
 }
 
 impl State {
-    /// Sets one value (applying the defaults to a device seen for the first time).
-    fn set(&mut self, device: &Name, param: &Param, value: f64) -> Result<(), EnvError> {
+    /// Gives a device seen for the first time the default watermarks and hysteresis.
+    fn configure(&mut self, device: &Name) -> Result<(), EnvError> {
         if !self.configured.contains(device) {
             for (p, w) in &self.defaults_wms {
                 self.table.set_dev_param_wms(device, p, w.clone())?;
@@ -184,6 +203,12 @@ impl State {
             }
             self.configured.insert(device.clone());
         }
+        Ok(())
+    }
+
+    /// Sets one value (applying the defaults to a device seen for the first time).
+    fn set(&mut self, device: &Name, param: &Param, value: f64) -> Result<(), EnvError> {
+        self.configure(device)?;
         let now = self.clock.now();
         self.table.set_dev_param(now, device, param, value)
     }
@@ -253,6 +278,7 @@ impl EnvMonitor {
                 defaults_wms: config.default_watermarks.clone(),
                 defaults_hyst: config.default_hysteresis.clone(),
                 stats: MonitorStats::default(),
+                availability_pushed: false,
                 stopped: false,
             }),
             kick: Notify::new(),
@@ -267,6 +293,23 @@ impl EnvMonitor {
             let socket = status::bind(sc.listen, &handle)?;
             status_addr = socket.local_addr().ok();
             tasks.push(handle.spawn(status::receive(shared.clone(), socket, verifier)));
+        }
+        if config.link_events {
+            let opened = {
+                let _guard = handle.enter();
+                netlink::LinkSocket::open().and_then(|mut s| s.request_dump().map(|()| s))
+            };
+            match opened {
+                Ok(socket) => {
+                    shared.lock().availability_pushed = true;
+                    tasks.push(handle.spawn(netlink::listen(
+                        shared.clone(),
+                        socket,
+                        config.interfaces.clone(),
+                    )));
+                }
+                Err(e) => tracing::warn!("rtnetlink unavailable ({e}); availability is polled"),
+            }
         }
         let source = LinuxSource::new(config.paths.clone(), config.interfaces.clone());
         tasks.push(handle.spawn(drive(shared.clone(), source, config.period)));
@@ -317,7 +360,9 @@ impl EnvMonitor {
     ) -> Result<(), EnvMonitorError> {
         let device = Name::new(device)?;
         let mut st = self.shared.lock();
-        st.configured.insert(device.clone());
+        // The defaults first, so levels set for one parameter do not leave the others without
+        // theirs.
+        st.configure(&device)?;
         st.table.set_dev_param_wms(&device, &param, watermarks)?;
         Ok(())
     }
@@ -330,10 +375,10 @@ impl EnvMonitor {
         hysteresis: Hysteresis,
     ) -> Result<(), EnvMonitorError> {
         let device = Name::new(device)?;
-        self.shared
-            .lock()
-            .table
-            .set_hysteresis(&device, &param, hysteresis)?;
+        let mut st = self.shared.lock();
+        st.configure(&device)?;
+        st.table.set_hysteresis(&device, &param, hysteresis)?;
+        drop(st);
         self.shared.kick.notify_one();
         Ok(())
     }
@@ -363,7 +408,11 @@ impl EnvMonitor {
 
     /// The monitor's counters.
     pub fn stats(&self) -> MonitorStats {
-        self.shared.lock().stats
+        let st = self.shared.lock();
+        MonitorStats {
+            availability_pushed: st.availability_pushed,
+            ..st.stats
+        }
     }
 }
 
@@ -396,6 +445,9 @@ async fn drive(shared: Arc<Shared>, mut source: LinuxSource, period: Duration) {
                 tracing::debug!("environment source: {e}");
             }
             for s in samples {
+                if st.availability_pushed && s.param == Param::Availability {
+                    continue; // the netlink listener's (see `netlink`)
+                }
                 if let Err(e) = st.set(&s.device, &s.param, s.value) {
                     tracing::debug!("environment source: {} {}: {e}", s.device, s.param);
                 }

@@ -1,105 +1,61 @@
-//! The namespace link shared by the runtime's two-host tests: a veth pair between the root
-//! namespace and a new one, shaped with `tbf`, removed on drop.
+//! The namespace link shared by the runtime's two-host tests: the runtime's
+//! [`adaptnet_runtime::netns::NetnsLink`] (a veth pair between the root namespace and a new
+//! one, shaped with `tbf`, removed on drop), with a test's way of failing: skip loudly where
+//! the machine cannot (not root, no iproute2), except under `CI=true`, and panic on errors.
 
 #![allow(dead_code)] // each test file uses a different part
 
+use adaptnet_runtime::netns::{self, NetnsError, NetnsLink};
 use std::net::{SocketAddr, UdpSocket};
-use std::process::Command;
 
 /// Runs a command; returns whether it succeeded (stderr shown on failure).
 pub fn sh(args: &[&str]) -> bool {
-    match Command::new(args[0]).args(&args[1..]).output() {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => {
-            eprintln!("{args:?}: {}", String::from_utf8_lossy(&o.stderr).trim());
-            false
-        }
+    match netns::run(args) {
+        Ok(()) => true,
         Err(e) => {
-            eprintln!("{args:?}: {e}");
+            eprintln!("{e}");
             false
         }
     }
 }
 
-/// A namespace `ns` with `peer` (at `b_ip`) linked by veth to `host` (at `a_ip`) in the root
-/// namespace. Dropping it deletes the namespace (and so the veth pair), even on failure.
-pub struct Link {
-    pub ns: String,
-    pub host: String,
-    pub a_ip: String,
-    pub b_ip: String,
+/// A namespace link for a test. Dropping it deletes the namespace (and so the veth pair),
+/// even when the test fails.
+pub struct Link(pub NetnsLink);
+
+impl std::ops::Deref for Link {
+    type Target = NetnsLink;
+    fn deref(&self) -> &NetnsLink {
+        &self.0
+    }
 }
 
 impl Link {
     /// Sets up the link, or `None` (after saying why) where this machine cannot.
     pub fn new(tag: &str, subnet: u8) -> Option<Link> {
-        let skip = |why: &str| {
-            let msg = format!("SKIPPED netns test {tag}: {why}");
-            eprintln!("\n*** {msg} ***\n");
-            assert!(
-                std::env::var("CI").as_deref() != Ok("true"),
-                "{msg} (CI must run the namespace tests)"
-            );
-            None
-        };
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            return skip("not root");
+        match NetnsLink::create(tag, subnet) {
+            Ok(l) => Some(Link(l)),
+            Err(e) => {
+                let why = match e {
+                    NetnsError::NotRoot | NetnsError::NoIproute2 => e.to_string(),
+                    other => format!("could not create the namespace and veth pair: {other}"),
+                };
+                let msg = format!("SKIPPED netns test {tag}: {why}");
+                eprintln!("\n*** {msg} ***\n");
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "{msg} (CI must run the namespace tests)"
+                );
+                None
+            }
         }
-        if !sh(&["ip", "-V"]) || !sh(&["tc", "-V"]) {
-            return skip("ip/tc (iproute2) not installed");
-        }
-        let id = std::process::id() % 10_000;
-        let link = Link {
-            ns: format!("adn{tag}{id}"),
-            host: format!("adh{tag}{id}"),
-            a_ip: format!("10.{subnet}.0.1"),
-            b_ip: format!("10.{subnet}.0.2"),
-        };
-        let peer = format!("adp{tag}{id}");
-        let ok = sh(&["ip", "netns", "add", &link.ns])
-            && sh(&[
-                "ip", "link", "add", &link.host, "type", "veth", "peer", "name", &peer,
-            ])
-            && sh(&["ip", "link", "set", &peer, "netns", &link.ns])
-            && sh(&[
-                "ip",
-                "addr",
-                "add",
-                &format!("{}/24", link.a_ip),
-                "dev",
-                &link.host,
-            ])
-            && sh(&["ip", "link", "set", &link.host, "up"])
-            && sh(&[
-                "ip",
-                "-n",
-                &link.ns,
-                "addr",
-                "add",
-                &format!("{}/24", link.b_ip),
-                "dev",
-                &peer,
-            ])
-            && sh(&["ip", "-n", &link.ns, "link", "set", &peer, "up"])
-            && sh(&["ip", "-n", &link.ns, "link", "set", "lo", "up"]);
-        if !ok {
-            drop(link);
-            return skip("could not create the namespace and veth pair");
-        }
-        Some(link)
     }
 
     /// Shapes the host side (sender → receiver) to `rate` with `tc qdisc replace … tbf`.
     pub fn shape(&self, rate: &str) {
-        assert!(
-            sh(&[
-                "tc", "qdisc", "replace", "dev", &self.host, "root", "tbf", "rate", rate, "burst",
-                "16kb", "latency", "100ms",
-            ]),
-            "tc tbf on {}",
-            self.host
-        );
+        if let Err(e) = self.0.shape(rate) {
+            panic!("tc tbf on {}: {e}", self.host);
+        }
     }
 
     /// Runs `make` on a thread of our own that entered the namespace: a socket it creates
@@ -108,32 +64,15 @@ impl Link {
         &self,
         make: impl FnOnce(SocketAddr) -> T + Send + 'static,
     ) -> T {
-        let path = format!("/var/run/netns/{}", self.ns);
-        let addr: SocketAddr = format!("{}:0", self.b_ip).parse().expect("address");
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&path).expect("namespace file");
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on a namespace fd for this thread only.
-            let rc = unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) };
-            assert_eq!(rc, 0, "setns: {}", std::io::Error::last_os_error());
-            make(addr)
-        })
-        .join()
-        .expect("namespace thread")
+        let addr = self.inside_addr();
+        match self.0.inside(move || make(addr)) {
+            Ok(v) => v,
+            Err(e) => panic!("inside {}: {e}", self.ns),
+        }
     }
 
     /// A UDP socket bound inside the namespace, at `b_ip:0`.
     pub fn socket_inside(&self) -> UdpSocket {
         self.inside(|addr| UdpSocket::bind(addr).expect("bind inside the namespace"))
-    }
-}
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        sh(&["ip", "netns", "del", &self.ns]);
-        // The veth pair goes with the namespace; delete the host end too in case it did not.
-        let _ = Command::new("ip")
-            .args(["link", "del", &self.host])
-            .output();
     }
 }

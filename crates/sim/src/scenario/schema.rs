@@ -22,6 +22,7 @@
 //! to = "r0"
 //! sack = true                 # TCP options, off by default: sack, timestamps,
 //! initial_window = "iw10"     # limited_transmit; initial_window "rfc3390" | "iw10" | n
+//! recover_after_rto = "reno"  # "rfc6582" (default) | "reno" (dup ACKs after an RTO count)
 //!
 //! [cm]                        # optional: every host's Congestion Manager (papers/003)
 //! mtu_bytes = 1000            # grant size; default: the largest tcp-cm mss, else 1460
@@ -253,6 +254,9 @@ pub struct TcpFlowSpec {
     pub sack: Option<bool>,
     /// Offer RFC 7323 timestamps (default false).
     pub timestamps: Option<bool>,
+    /// Duplicate ACKs after a retransmission timeout: `"rfc6582"` (default: ignored below
+    /// `recover`) or `"reno"` (papers/001's 1997 senders: the third starts fast retransmit).
+    pub recover_after_rto: Option<String>,
 }
 
 /// How a scenario names an initial window: a name or a segment count.

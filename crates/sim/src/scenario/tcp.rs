@@ -5,7 +5,7 @@ use super::schema::{InitialWindowSpec, TcpFlowSpec};
 use super::{FlowType, ScenarioError};
 use adaptnet_core::cc::InitialWindow;
 use adaptnet_core::rtt::RtoConfig;
-use adaptnet_core::tcp::TcpConfig;
+use adaptnet_core::tcp::{RecoverAfterRto, TcpConfig};
 
 pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowType, ScenarioError> {
     let mut config = TcpConfig::default();
@@ -50,6 +50,16 @@ pub(super) fn tcp_flow(ctx: &Ctx, field: &str, s: &TcpFlowSpec) -> Result<FlowTy
     config.limited_transmit = s.limited_transmit.unwrap_or(false);
     config.sack = s.sack.unwrap_or(false);
     config.timestamps = s.timestamps.unwrap_or(false);
+    config.recover_after_rto = match s.recover_after_rto.as_deref() {
+        None | Some("rfc6582") => RecoverAfterRto::Rfc6582,
+        Some("reno") => RecoverAfterRto::Reno,
+        Some(other) => {
+            return Err(ctx.invalid(
+                format!("{field}.recover_after_rto"),
+                format!("must be \"rfc6582\" or \"reno\", got {other:?}"),
+            ));
+        }
+    };
     if s.bytes == Some(0) {
         return Err(ctx.invalid(format!("{field}.bytes"), "must be at least 1"));
     }

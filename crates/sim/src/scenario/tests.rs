@@ -268,7 +268,8 @@ fn unknown_flow_type_lists_the_cm_types() {
 fn tcp_options_are_per_flow() {
     let text = GOOD.replace(
         "delayed_ack_ms = 200",
-        "delayed_ack_ms = 200\ninitial_window = \"iw10\"\nlimited_transmit = true",
+        "delayed_ack_ms = 200\ninitial_window = \"iw10\"\nlimited_transmit = true\n\
+         recover_after_rto = \"reno\"",
     );
     let s = parse(&text).expect("valid");
     match &s.flows[0].kind {
@@ -278,6 +279,10 @@ fn tcp_options_are_per_flow() {
                 adaptnet_core::cc::InitialWindow::Iw10
             );
             assert!(config.limited_transmit);
+            assert_eq!(
+                config.recover_after_rto,
+                adaptnet_core::tcp::RecoverAfterRto::Reno
+            );
         }
         other => panic!("expected a tcp flow, got {other:?}"),
     }
@@ -289,6 +294,15 @@ fn tcp_options_are_per_flow() {
         ),
         other => panic!("expected a tcp flow, got {other:?}"),
     }
+}
+
+#[test]
+fn bad_recover_after_rto_names_the_field_and_the_choices() {
+    expect_invalid(
+        &GOOD.replace("delayed_ack_ms = 200", "recover_after_rto = \"tahoe\""),
+        "flows[0].recover_after_rto",
+        "\"rfc6582\" or \"reno\"",
+    );
 }
 
 #[test]
