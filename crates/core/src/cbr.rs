@@ -132,7 +132,7 @@ impl CbrSink {
     }
 
     /// Counts an arriving datagram of `bytes` (UDP payload, header included).
-    pub fn on_datagram(&mut self, now: Time, header: &CbrHeader, bytes: u64) {
+    pub fn handle_datagram(&mut self, now: Time, header: &CbrHeader, bytes: u64) {
         self.received += 1;
         self.received_bytes += bytes;
         self.highest = Some(self.highest.map_or(header.seq, |h| h.max(header.seq)));
@@ -190,7 +190,7 @@ mod tests {
                 seq,
                 sent_at: Time::ZERO,
             };
-            sink.on_datagram(Time::from_millis(10), &h, 100);
+            sink.handle_datagram(Time::from_millis(10), &h, 100);
         }
         assert_eq!(sink.received(), 5);
         assert_eq!(sink.lost(), 3);

@@ -100,7 +100,7 @@ impl CbrReceiver {
         match CbrHeader::parse(&packet.header) {
             Ok(h) => {
                 let bytes = packet.header.len() as u64 + u64::from(packet.payload_len);
-                self.sink.on_datagram(now, &h, bytes);
+                self.sink.handle_datagram(now, &h, bytes);
                 Some(bytes)
             }
             Err(_) => {
