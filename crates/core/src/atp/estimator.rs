@@ -354,7 +354,9 @@ impl BandwidthEstimator {
 /// ([`BandwidthEstimator::wants_packet_pair`]).
 ///
 /// Call pattern: `handle_interface` whenever fresh counters are available (without them the
-/// clock counts the transport's own datagrams, fed with `handle_own_bytes`); at
+/// clock counts the transport's own datagrams, fed with `handle_own_bytes`) — with
+/// [`EstimatorMode::Bounded`] it may return a new estimate between ticks; `request_train`
+/// when the application wants more than the estimate gives; at
 /// `poll_timeout()`, `handle_timeout(now)` returns the new estimate to hand to NAI; send what
 /// `poll_probe` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
 /// may return a new estimate too.
