@@ -51,6 +51,13 @@ pub struct EstimatorConfig {
     pub mode: EstimatorMode,
     /// How many ticks of measured usage the bound remembers (with [`EstimatorMode::Bounded`]).
     pub peak_window_ticks: usize,
+    /// Datagrams per probe train with [`EstimatorMode::Bounded`] (2 = a packet pair; at most
+    /// [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)). [`EstimatorMode::Paper`] always
+    /// sends pairs.
+    pub train_packets: u8,
+    /// Ticks a capacity sample (train, pair or drain rate) stays the floor of `available`
+    /// with [`EstimatorMode::Bounded`]: the filter's window, the paper's horizon for "recent".
+    pub capacity_fresh_ticks: u32,
 }
 
 /// Which estimator runs.
@@ -61,17 +68,33 @@ pub enum EstimatorMode {
     /// 10 kB/s application on a 100 kB/s link the advertised estimate passes the link's rate
     /// after a few minutes and keeps climbing.
     Paper,
-    /// The default: Figure 3, with `available` at most one PROBE_SIZE above the highest rate
-    /// observed deliverable — the last packet-pair measurement or the largest one-tick usage
-    /// within `peak_window_ticks`. Probing above what was seen still happens, one step at a
-    /// time, but an idle application no longer advertises bandwidth nobody has seen. And
-    /// while `available` is below half of that rate (after an outage, or a collapse), the
-    /// sender measures the path again with a packet pair every tick
-    /// ([`BandwidthEstimator::wants_packet_pair`]) instead of regrowing by PROBE_SIZE per
-    /// second: a packet pair measures the bottleneck's capacity in one round trip (Keshav,
-    /// "A control-theoretic approach to flow control", SIGCOMM 1991; Dovrolis, Ramanathan and
-    /// Moore, "What do packet dispersion techniques measure?", INFOCOM 2001), at the cost of
-    /// two small datagrams per tick.
+    /// The default: Figure 3, plus four things it lacks, each from §4.2's own inputs (usage,
+    /// the interface send queue, packet dispersion):
+    ///
+    /// 1. **Bounded above**: `available` is at most one PROBE_SIZE above the highest rate
+    ///    observed deliverable — the last capacity sample or the largest one-tick usage within
+    ///    `peak_window_ticks`. Probing above what was seen still happens, one step at a time,
+    ///    but an idle application no longer advertises bandwidth nobody has seen.
+    /// 2. **Re-measured after a collapse**: while `available` is below half of that rate (after
+    ///    an outage), the sender measures the path with a packet train every tick
+    ///    ([`BandwidthEstimator::wants_packet_pair`]) instead of regrowing by PROBE_SIZE per
+    ///    second.
+    /// 3. **Probed on demand**: when admission refuses a message for bandwidth or the
+    ///    application has more queued than one tick at the estimate sends, a short packet
+    ///    train measures the capacity at once ([`EstimatorClock::request_train`]); the sample
+    ///    is the floor of `available` for `capacity_fresh_ticks` ticks — regrowth to the
+    ///    measured capacity in one round trip, not PROBE_SIZE per tick. Packet-pair and
+    ///    packet-train dispersion measure the bottleneck's capacity (Keshav, "A
+    ///    control-theoretic approach to flow control", SIGCOMM 1991; Dovrolis, Ramanathan and
+    ///    Moore, "What do packet dispersion techniques measure?", INFOCOM 2001, and
+    ///    "Packet-dispersion techniques and a capacity-estimation methodology", IEEE/ACM ToN
+    ///    2004); under §4.2's assumption that the wireless hop limits the path and carries
+    ///    mostly ATP's traffic, capacity is what ATP can use.
+    /// 4. **Falls within a tick**: when the interface queue grows past MAXIMUM_BACKLOG while
+    ///    the link has been busy, the bytes it sent over that busy span are its capacity (a
+    ///    train made of ATP's own queued datagrams), and Figure 3's backlog branch is applied
+    ///    at once ([`EstimatorClock::handle_interface_bytes`]), instead of at the next tick
+    ///    and through a five-second filter that still remembers the faster past.
     #[default]
     Bounded,
 }
@@ -87,6 +110,8 @@ impl Default for EstimatorConfig {
             poll_delay_s: 1,
             mode: EstimatorMode::Bounded,
             peak_window_ticks: 60,
+            train_packets: 4,
+            capacity_fresh_ticks: 5,
         }
     }
 }
@@ -128,6 +153,12 @@ pub struct BandwidthEstimator {
     packet_pair: f64,
     /// Raw per-tick usage over the last `peak_window_ticks` ticks.
     recent_used: VecDeque<f64>,
+    /// A drain-rate sample taken since the last tick (with [`EstimatorMode::Bounded`]): it
+    /// bounds the next tick's usage, which still averages the time before the sample.
+    fresh_capacity: Option<f64>,
+    /// The latest capacity sample and the ticks it stays the floor of `available` (with
+    /// [`EstimatorMode::Bounded`]).
+    capacity: Option<(f64, u32)>,
 }
 
 impl BandwidthEstimator {
@@ -142,6 +173,8 @@ impl BandwidthEstimator {
             branch: Branch::Initial,
             packet_pair: 0.0,
             recent_used: VecDeque::new(),
+            fresh_capacity: None,
+            capacity: None,
         }
     }
 
@@ -164,7 +197,12 @@ impl BandwidthEstimator {
             self.history.pop_front();
         }
         let mean = self.history.iter().sum::<f64>() / self.history.len() as f64;
-        let used = raw.max(mean);
+        let mut used = raw.max(mean);
+        if let Some(c) = self.fresh_capacity
+            && self.config.mode == EstimatorMode::Bounded
+        {
+            used = used.min(c);
+        }
         let mtu = f64::from(self.config.mtu_bytes);
         let queue_bytes = f64::from(self.config.send_queue_capacity_packets) * mtu;
         let probe_size = 0.5 * queue_bytes.min(self.curbw);
@@ -192,13 +230,26 @@ impl BandwidthEstimator {
         let available = match self.config.mode {
             EstimatorMode::Paper => available,
             EstimatorMode::Bounded => {
+                let drained = self.fresh_capacity.is_some();
+                self.fresh_capacity = None;
+                if branch == Branch::Backlog && !drained {
+                    // A genuine decrease: an older capacity sample no longer holds.
+                    self.capacity = None;
+                }
                 let seen = self
                     .recent_used
                     .iter()
                     .copied()
                     .fold(self.packet_pair, f64::max)
                     .max(curbw);
-                available.min(seen + probe_size.max(mtu))
+                let floor = match self.capacity {
+                    Some((c, left)) if left > 0 && branch != Branch::Backlog => {
+                        self.capacity = Some((c, left - 1));
+                        c
+                    }
+                    _ => 0.0,
+                };
+                available.max(floor).min(seen + probe_size.max(mtu))
             }
         };
         self.curbw = curbw;
@@ -210,7 +261,9 @@ impl BandwidthEstimator {
         self.estimate
     }
 
-    /// A packet-pair measurement (§4.2): replaces the estimate.
+    /// A packet-pair (or packet-train) measurement (§4.2): replaces the estimate. With
+    /// [`EstimatorMode::Bounded`] it also stays the floor of `available` for
+    /// `capacity_fresh_ticks` ticks.
     pub fn on_packet_pair(&mut self, rate_bytes_per_s: f64) -> Estimate {
         let rate = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
             rate_bytes_per_s
@@ -221,9 +274,42 @@ impl BandwidthEstimator {
         self.packet_pair = rate;
         self.staleness = 0;
         self.branch = Branch::PacketPair;
+        if self.config.mode == EstimatorMode::Bounded {
+            self.capacity = Some((rate, self.config.capacity_fresh_ticks));
+        }
         self.estimate = Estimate {
             curbw_bytes_per_s: rate,
             available_bytes_per_s: rate,
+        };
+        self.estimate
+    }
+
+    /// A drain-rate sample from within a tick (with [`EstimatorMode::Bounded`]): the
+    /// interface queue stayed non-empty while it sent `rate_bytes_per_s`, so that is the
+    /// link's capacity, and it now holds `backlog_packets`, more than MAXIMUM_BACKLOG — a
+    /// genuine decrease (§4.2) seen as it happens rather than at the next tick. Figure 3's
+    /// backlog branch applies at once: `curbw` is the capacity, `available` is what is left
+    /// after draining the backlog within one tick; the filter forgets the faster past.
+    pub fn on_drain_sample(&mut self, rate_bytes_per_s: f64, backlog_packets: u32) -> Estimate {
+        let rate = if rate_bytes_per_s.is_finite() && rate_bytes_per_s > 0.0 {
+            rate_bytes_per_s
+        } else {
+            0.0
+        };
+        let secs = self.config.tick.as_secs_f64().max(1e-3);
+        let backlog = f64::from(backlog_packets) * f64::from(self.config.mtu_bytes);
+        let available = (rate - backlog / secs).max(0.0);
+        self.curbw = rate;
+        self.staleness = 0;
+        self.history.clear();
+        self.history.push_back(rate);
+        self.fresh_capacity = Some(rate);
+        self.capacity = Some((rate, self.config.capacity_fresh_ticks));
+        self.packet_pair = rate;
+        self.branch = Branch::Backlog;
+        self.estimate = Estimate {
+            curbw_bytes_per_s: rate,
+            available_bytes_per_s: available,
         };
         self.estimate
     }
@@ -268,7 +354,9 @@ impl BandwidthEstimator {
 /// ([`BandwidthEstimator::wants_packet_pair`]).
 ///
 /// Call pattern: `handle_interface` whenever fresh counters are available (without them the
-/// clock counts the transport's own datagrams, fed with `handle_own_bytes`); at
+/// clock counts the transport's own datagrams, fed with `handle_own_bytes`) — with
+/// [`EstimatorMode::Bounded`] it may return a new estimate between ticks; `request_train`
+/// when the application wants more than the estimate gives; at
 /// `poll_timeout()`, `handle_timeout(now)` returns the new estimate to hand to NAI; send what
 /// `poll_probe` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
 /// may return a new estimate too.
@@ -283,8 +371,19 @@ pub struct EstimatorClock {
     queue_packets: u32,
     probe_id: u32,
     probes_due: u8,
+    /// Datagrams in the current train.
+    train_len: u8,
     probe_bytes: u16,
     packet_pairs: u64,
+    /// A train was started since the last tick (demand-driven trains: one per tick).
+    trained_this_tick: bool,
+    /// Observations (time, interface total) since the send queue was last seen empty: the
+    /// link was busy all along, so bytes over time between two of them is its capacity.
+    /// Bounded: older entries than one backlog's worth of bytes are dropped.
+    busy: VecDeque<(Time, u64)>,
+    /// The queue length and interface total at the last drain-rate reaction in this busy
+    /// period.
+    reacted: Option<(u32, u64)>,
 }
 
 impl EstimatorClock {
@@ -307,8 +406,12 @@ impl EstimatorClock {
             queue_packets: 0,
             probe_id: 0,
             probes_due: 0,
+            train_len: 2,
             probe_bytes,
             packet_pairs: 0,
+            trained_this_tick: false,
+            busy: VecDeque::new(),
+            reacted: None,
         };
         if start_with_pair {
             c.start_packet_pair();
@@ -317,37 +420,76 @@ impl EstimatorClock {
     }
 
     fn start_packet_pair(&mut self) {
+        let config = self.estimator.config();
+        self.train_len = match config.mode {
+            EstimatorMode::Paper => 2,
+            EstimatorMode::Bounded => config
+                .train_packets
+                .clamp(2, crate::spp::wire::MAX_PROBE_TRAIN),
+        };
         self.probe_id = self.probe_id.wrapping_add(1);
-        self.probes_due = 2;
+        self.probes_due = self.train_len;
         self.packet_pairs += 1;
+        self.trained_this_tick = true;
     }
 
-    /// Packet pairs started so far.
+    /// The application wants more than the estimate gives (a message was refused for
+    /// bandwidth, or more is queued than one tick at the estimate sends): with
+    /// [`EstimatorMode::Bounded`], measure the path with a packet train now, at most once per
+    /// tick and not while one is being sent. Figure 3 learns of spare capacity only through
+    /// usage, which a refused message never creates; the train's dispersion is a capacity
+    /// sample in one round trip (packet-train dispersion: Keshav, SIGCOMM 1991; Dovrolis,
+    /// Ramanathan and Moore, INFOCOM 2001 and IEEE/ACM ToN 2004 — a train averages over more
+    /// of a discretely scheduled link than a pair), and the estimate regrows to it at once
+    /// instead of by PROBE_SIZE per tick. Returns whether a train was started.
+    pub fn request_train(&mut self) -> bool {
+        if self.estimator.config().mode != EstimatorMode::Bounded
+            || self.trained_this_tick
+            || self.probes_due > 0
+        {
+            return false;
+        }
+        self.start_packet_pair();
+        true
+    }
+
+    /// Packet pairs and trains started so far.
     pub fn packet_pairs(&self) -> u64 {
         self.packet_pairs
     }
 
-    /// The next packet-pair datagram to send, if one is due.
+    fn probe_datagram(&self, index: u8) -> crate::spp::SppDatagram {
+        let repr = crate::spp::SppRepr::Probe(crate::spp::wire::ProbeHeader {
+            probe_id: self.probe_id,
+            index,
+        });
+        let pad = usize::from(self.probe_bytes).saturating_sub(repr.buffer_len());
+        crate::spp::SppDatagram {
+            repr,
+            payload_len: crate::convert::usize_u32_sat(pad),
+        }
+    }
+
+    /// The next packet-pair or train datagram to send, if one is due.
     pub fn poll_probe(&mut self) -> Option<crate::spp::SppDatagram> {
         if self.probes_due == 0 {
             return None;
         }
-        let repr = crate::spp::SppRepr::Probe(crate::spp::wire::ProbeHeader {
-            probe_id: self.probe_id,
-            index: 2 - self.probes_due,
-        });
+        let d = self.probe_datagram(self.train_len.saturating_sub(self.probes_due));
         self.probes_due -= 1;
-        let pad = usize::from(self.probe_bytes).saturating_sub(repr.buffer_len());
-        Some(crate::spp::SppDatagram {
-            repr,
-            payload_len: crate::convert::usize_u32_sat(pad),
-        })
+        Some(d)
     }
 
-    /// A packet-pair measurement came back; returns the new estimate if it answers the
-    /// current pair.
+    /// A packet-pair or train measurement came back; returns the new estimate if it answers
+    /// the current probe and spans the whole of it (a train with a lost datagram is not
+    /// used: the next tick may probe again).
     pub fn handle_report(&mut self, report: &crate::spp::wire::ProbeReport) -> Option<Estimate> {
         if report.probe_id != self.probe_id || report.gap_ns == 0 {
+            return None;
+        }
+        let size = self.probe_datagram(0).wire_len() as u64;
+        let whole = u64::from(self.train_len.saturating_sub(1)) * size;
+        if u64::from(report.bytes) < whole {
             return None;
         }
         let rate = f64::from(report.bytes) * 1e9 / report.gap_ns as f64;
@@ -355,10 +497,63 @@ impl EstimatorClock {
     }
 
     /// Cumulative bytes sent plus received by the interface ("polling the network card for
-    /// the amount of data sent and received", §4.2).
-    pub fn handle_interface_bytes(&mut self, total_bytes: u64) {
+    /// the amount of data sent and received", §4.2), observed at `now` together with the
+    /// queue length last given to [`handle_queue_len`](Self::handle_queue_len).
+    ///
+    /// With [`EstimatorMode::Bounded`] this may return a new estimate between ticks: when the
+    /// interface queue has stayed non-empty since an earlier observation (so the link was busy
+    /// throughout and the bytes it sent over that span are its capacity) and now holds more
+    /// than MAXIMUM_BACKLOG packets, the rate ATP sends at exceeds the link's: the backlog
+    /// branch of Figure 3 is applied at once with that capacity
+    /// ([`BandwidthEstimator::on_drain_sample`]), instead of at the next tick after up to a
+    /// second more of queueing (which delays every later message, high priority included,
+    /// behind low-priority datagrams: §4.2's priority inversion). The capacity is measured
+    /// over the last MAXIMUM_BACKLOG datagrams' worth of bytes the link sent; it reacts again
+    /// in the same busy period once as many more were sent if the queue has not shrunk.
+    pub fn handle_interface_bytes(&mut self, now: Time, total_bytes: u64) -> Option<Estimate> {
         self.iface_total = Some(total_bytes);
         self.iface_at_tick.get_or_insert(total_bytes);
+        if self.estimator.config().mode != EstimatorMode::Bounded {
+            return None;
+        }
+        let queue = self.queue_packets;
+        if queue == 0 {
+            self.busy.clear();
+            self.reacted = None;
+            return None;
+        }
+        let config = self.estimator.config();
+        let threshold = config.max_backlog_packets;
+        // The drain rate is measured over the last MAXIMUM_BACKLOG datagrams' worth of bytes:
+        // a train of ATP's own queued datagrams, recent enough that a rate change within the
+        // busy period shows.
+        let span_bytes = u64::from(threshold.max(2)) * u64::from(config.mtu_bytes);
+        self.busy.push_back((now, total_bytes));
+        while self
+            .busy
+            .get(1)
+            .is_some_and(|&(_, b)| total_bytes.saturating_sub(b) >= span_bytes)
+        {
+            self.busy.pop_front();
+        }
+        if queue <= threshold {
+            return None;
+        }
+        // Once reacted, again only after another backlog's worth was sent and the queue has
+        // not shrunk since.
+        if let Some((q, at)) = self.reacted
+            && (queue < q || total_bytes.saturating_sub(at) < span_bytes)
+        {
+            return None;
+        }
+        let &(since, at) = self.busy.front()?;
+        let span = now.saturating_since(since).as_secs_f64();
+        let sent = total_bytes.saturating_sub(at);
+        if span <= 0.0 || sent < span_bytes {
+            return None;
+        }
+        self.reacted = Some((queue, total_bytes));
+        Some(self.estimator.on_drain_sample(sent as f64 / span, queue))
     }
 
     /// The interface send-queue length, in packets.
@@ -366,10 +561,16 @@ impl EstimatorClock {
         self.queue_packets = packets;
     }
 
-    /// Cumulative counters and queue length at once.
-    pub fn handle_interface(&mut self, total_bytes: u64, queue_packets: u32) {
-        self.handle_interface_bytes(total_bytes);
+    /// The queue length and the cumulative counter observed together at `now` (see
+    /// [`handle_interface_bytes`](Self::handle_interface_bytes)).
+    pub fn handle_interface(
+        &mut self,
+        now: Time,
+        total_bytes: u64,
+        queue_packets: u32,
+    ) -> Option<Estimate> {
         self.handle_queue_len(queue_packets);
+        self.handle_interface_bytes(now, total_bytes)
     }
 
     /// The transport sent or received a datagram of `bytes`: counted as the interface's use
@@ -404,6 +605,7 @@ impl EstimatorClock {
             }
         };
         let e = self.estimator.on_tick(used, self.queue_packets);
+        self.trained_this_tick = false;
         if e.available_bytes_per_s <= 0.0 || self.estimator.wants_packet_pair() {
             self.start_packet_pair();
         }
@@ -420,9 +622,11 @@ impl EstimatorClock {
 mod tests {
     use super::*;
 
+    /// Figure 3 as printed (these tests check the paper's algorithm).
     fn est(poll_delay_s: u32) -> BandwidthEstimator {
         BandwidthEstimator::new(EstimatorConfig {
             poll_delay_s,
+            mode: EstimatorMode::Paper,
             ..EstimatorConfig::default()
         })
     }
@@ -495,7 +699,11 @@ mod tests {
 
     #[test]
     fn test_clock_ticks_on_interface_byte_deltas() {
-        let mut c = EstimatorClock::new(EstimatorConfig::default(), Time::ZERO, 1472, true);
+        let paper = EstimatorConfig {
+            mode: EstimatorMode::Paper,
+            ..EstimatorConfig::default()
+        };
+        let mut c = EstimatorClock::new(paper, Time::ZERO, 1472, true);
         assert!(c.poll_probe().is_some() && c.poll_probe().is_some());
         assert!(c.poll_probe().is_none());
         let report = crate::spp::wire::ProbeReport {
@@ -510,9 +718,9 @@ mod tests {
             ..report
         };
         assert_eq!(c.handle_report(&stale), None);
-        c.handle_interface(1_000, 0);
+        c.handle_interface(Time::ZERO, 1_000, 0);
         assert_eq!(c.handle_timeout(Time::from_millis(500)), None);
-        c.handle_interface(51_000, 0);
+        c.handle_interface(Time::from_millis(900), 51_000, 0);
         let e = c.handle_timeout(Time::from_secs(1)).unwrap();
         assert_eq!(e.curbw_bytes_per_s, 50_000.0);
         assert_eq!(c.poll_timeout(), Time::from_secs(2));
@@ -616,5 +824,114 @@ mod recovery_tests {
         let restored = e.on_packet_pair(95_000.0);
         assert_eq!(restored.available_bytes_per_s, 95_000.0);
         assert!(!e.wants_packet_pair());
+    }
+}
+
+#[cfg(test)]
+mod train_tests {
+    use super::*;
+    use crate::spp::{SppConfig, SppReceiver, SppRepr};
+
+    fn clock(mode: EstimatorMode) -> EstimatorClock {
+        let config = EstimatorConfig {
+            mode,
+            ..EstimatorConfig::default()
+        };
+        EstimatorClock::new(config, Time::ZERO, 1472, false)
+    }
+
+    /// A demand-driven train: only with the default estimator, one per tick, measured by the
+    /// receiver over the whole train (one coalesced report), and used only if whole.
+    #[test]
+    fn test_train_on_demand_once_per_tick_measured_end_to_end() {
+        assert!(!clock(EstimatorMode::Paper).request_train());
+        let mut c = clock(EstimatorMode::Bounded);
+        assert!(c.request_train());
+        assert!(!c.request_train(), "one per tick");
+        let mut rx = SppReceiver::new(SppConfig::default());
+        // Four datagrams leave a 100 kB/s bottleneck 14.72 ms apart.
+        let mut n = 0u64;
+        while let Some(d) = c.poll_probe() {
+            let at = Time::from_micros(14_720 * n);
+            rx.handle_datagram(at, &d.repr, d.payload_len);
+            n += 1;
+        }
+        assert_eq!(n, 4);
+        let reports: Vec<SppRepr> = std::iter::from_fn(|| rx.poll_transmit(Time::ZERO))
+            .map(|d| d.repr)
+            .collect();
+        let [SppRepr::Report(r)] = reports.as_slice() else {
+            panic!("one coalesced report: {reports:?}");
+        };
+        assert_eq!((r.bytes, r.gap_ns), (3 * 1472, 3 * 14_720_000));
+        let partial = crate::spp::wire::ProbeReport {
+            bytes: 1472,
+            gap_ns: 14_720_000,
+            ..*r
+        };
+        assert_eq!(
+            c.handle_report(&partial),
+            None,
+            "a partial train is not used"
+        );
+        let e = c.handle_report(r).unwrap();
+        assert!((e.available_bytes_per_s - 100_000.0).abs() < 1.0, "{e:?}");
+        c.handle_timeout(Time::from_secs(1));
+        assert!(c.request_train(), "the next tick allows another");
+    }
+
+    /// The default's capacity sample is the floor of `available` for `capacity_fresh_ticks`
+    /// ticks, then Figure 3's usage-based value applies again.
+    #[test]
+    fn test_capacity_sample_is_a_floor_while_fresh() {
+        let mut e = BandwidthEstimator::new(EstimatorConfig::default());
+        e.on_packet_pair(100_000.0);
+        for tick in 0..5 {
+            let out = e.on_tick(10_000, 0);
+            assert!(
+                out.available_bytes_per_s >= 100_000.0,
+                "tick {tick}: {out:?}"
+            );
+        }
+        let out = e.on_tick(10_000, 0);
+        assert!(out.available_bytes_per_s < 100_000.0, "{out:?}");
+    }
+
+    /// A drain sample (the queue grew past MAXIMUM_BACKLOG on a busy link) applies the
+    /// backlog branch at once; the paper's estimator waits for its tick.
+    #[test]
+    fn test_growing_queue_lowers_the_estimate_between_ticks() {
+        for mode in [EstimatorMode::Paper, EstimatorMode::Bounded] {
+            let mut c = clock(mode);
+            c.handle_report(&crate::spp::wire::ProbeReport {
+                probe_id: 0,
+                gap_ns: 1,
+                bytes: 0,
+            });
+            // The link sends 50 kB/s while the queue grows by one packet every 20 ms.
+            let mut out = None;
+            for i in 0..40u32 {
+                let now = Time::from_millis(20 * u64::from(i));
+                out = out.or(c.handle_interface(now, u64::from(i) * 1_000, 1 + i / 2));
+            }
+            match mode {
+                EstimatorMode::Paper => assert_eq!(out, None),
+                EstimatorMode::Bounded => {
+                    let e = out.expect("reacted before the tick");
+                    assert!((e.curbw_bytes_per_s - 50_000.0).abs() < 1.0, "{e:?}");
+                    assert!(e.available_bytes_per_s < 50_000.0 - 10.0 * 1500.0, "{e:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn test_probe_index_up_to_the_train_bound_parses() {
+        for (index, ok) in [(1u8, true), (15, true), (16, false)] {
+            let repr = SppRepr::Probe(crate::spp::wire::ProbeHeader { probe_id: 3, index });
+            let mut buf = vec![0u8; repr.buffer_len()];
+            repr.emit(&mut buf).unwrap();
+            assert_eq!(SppRepr::parse(&buf).is_ok(), ok, "index {index}");
+        }
     }
 }

@@ -17,6 +17,8 @@ mod payload_tests;
 mod sender;
 pub mod tcp;
 #[cfg(test)]
+mod tcp_payload_tests;
+#[cfg(test)]
 mod tests;
 
 pub use estimator::{BandwidthEstimator, Estimate, EstimatorClock, EstimatorConfig, EstimatorMode};

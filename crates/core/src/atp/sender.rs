@@ -2,11 +2,13 @@
 
 use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock};
 use super::{AtpConfig, Pacing, RateSource};
-use crate::nai::{MessageId, NaiError, NaiEvent, QueueId, Scheduler, SendOptions};
+use crate::nai::payloads::PayloadStore;
+use crate::nai::{
+    MessageId, NaiError, NaiEvent, Outcome, QueueId, RejectReason, Scheduler, SendOptions,
+};
 use crate::spp::wire::DataHeader;
 use crate::spp::{SppDatagram, SppOutcome, SppRepr, SppSender, SppStats};
 use crate::time::Time;
-use std::collections::BTreeMap;
 
 /// A token bucket that may go into debt by one datagram: send while tokens >= 0.
 #[derive(Clone, Debug)]
@@ -125,8 +127,7 @@ pub struct AtpSender {
     pacer: Pacer,
     /// The bytes of live messages submitted with [`AtpSender::submit_bytes`], until their
     /// outcome is polled.
-    payloads: BTreeMap<MessageId, Vec<u8>>,
-    buffered_bytes: u64,
+    payloads: PayloadStore,
 }
 
 impl AtpSender {
@@ -134,6 +135,7 @@ impl AtpSender {
     /// so a packet pair is sent at once (§4.2).
     pub fn new(config: AtpConfig, source: RateSource, now: Time) -> AtpSender {
         let nai = Scheduler::new(config.nai.clone());
+        let config_max = config.max_buffered_bytes;
         let spp = SppSender::new(config.spp.clone());
         let clock = EstimatorClock::new(
             config.estimator.clone(),
@@ -155,8 +157,7 @@ impl AtpSender {
             clock,
             source,
             pacer,
-            payloads: BTreeMap::new(),
-            buffered_bytes: 0,
+            payloads: PayloadStore::new(config_max),
         }
     }
 
@@ -172,35 +173,23 @@ impl AtpSender {
         data: Vec<u8>,
         opts: SendOptions,
     ) -> Result<MessageId, NaiError> {
-        let len = data.len() as u64;
-        let max = self.config.max_buffered_bytes;
-        if self.buffered_bytes.saturating_add(len) > max {
-            return Err(NaiError::BufferFull {
-                bytes: len,
-                buffered: self.buffered_bytes,
-                max,
-            });
-        }
-        let id = self.nai.submit(now, queue, len, opts)?;
-        self.buffered_bytes += len;
-        self.payloads.insert(id, data);
-        Ok(id)
+        self.payloads.submit(&mut self.nai, now, queue, data, opts)
     }
 
     /// The bytes of the DATA piece `header` describes, for a message submitted with
     /// [`AtpSender::submit_bytes`]; call it right after `poll_transmit` returned the piece.
     /// `None` for a message submitted by size only.
     pub fn payload(&self, header: &DataHeader) -> Option<&[u8]> {
-        let start = usize::try_from(header.offset).ok()?;
-        let end = start.checked_add(usize::from(header.len))?;
-        self.payloads
-            .get(&MessageId(header.msg_id))?
-            .get(start..end)
+        self.payloads.get(
+            MessageId(header.msg_id),
+            u64::from(header.offset),
+            u64::from(header.len),
+        )
     }
 
     /// Bytes held for messages submitted with [`AtpSender::submit_bytes`].
     pub fn buffered_bytes(&self) -> u64 {
-        self.buffered_bytes
+        self.payloads.buffered_bytes()
     }
 
     /// The NAI scheduler (queries).
@@ -250,9 +239,22 @@ impl AtpSender {
     }
 
     /// Cumulative bytes sent plus received by the interface ("polling the network card for the
-    /// amount of data sent and received", §4.2). Without it, ATP counts its own datagrams.
-    pub fn handle_interface_bytes(&mut self, _now: Time, total_bytes: u64) {
-        self.clock.handle_interface_bytes(total_bytes);
+    /// amount of data sent and received", §4.2), read at `now` with the queue length last
+    /// given. Without it, ATP counts its own datagrams. With the default estimator a queue
+    /// that keeps growing lowers the estimate at once (see
+    /// [`EstimatorClock::handle_interface_bytes`]).
+    pub fn handle_interface_bytes(&mut self, now: Time, total_bytes: u64) {
+        if let Some(e) = self.clock.handle_interface_bytes(now, total_bytes)
+            && self.source == RateSource::Estimated
+        {
+            self.apply_estimate(now, e);
+        }
+    }
+
+    /// The queue length and the cumulative counter read together at `now`.
+    pub fn handle_interface(&mut self, now: Time, total_bytes: u64, queue_packets: u32) {
+        self.handle_queue_len(now, queue_packets);
+        self.handle_interface_bytes(now, total_bytes);
     }
 
     /// Sets the bandwidth with [`RateSource::External`]; ignored otherwise.
@@ -403,6 +405,11 @@ impl AtpSender {
             && let Some(e) = self.clock.handle_timeout(now)
         {
             self.apply_estimate(now, e);
+            // Backlogged: more is queued than one tick at the estimate sends.
+            let tick = self.clock.estimator().config().tick.as_secs_f64();
+            if self.nai.sendable_bytes() as f64 > self.nai.rate_bytes_per_s() * tick {
+                self.clock.request_train();
+            }
         }
         self.nai.handle_timeout(now);
         let lost = self.spp.handle_timeout(now);
@@ -413,10 +420,19 @@ impl AtpSender {
     /// here.
     pub fn poll_event(&mut self) -> Option<NaiEvent> {
         let ev = self.nai.poll_event()?;
-        if let NaiEvent::Outcome { id, .. } = ev
-            && let Some(data) = self.payloads.remove(&id)
-        {
-            self.buffered_bytes = self.buffered_bytes.saturating_sub(data.len() as u64);
+        if let NaiEvent::Outcome { id, outcome } = ev {
+            self.payloads.release(id);
+            // Refused for bandwidth: the estimate may merely be low; measure (default mode).
+            if self.source == RateSource::Estimated
+                && matches!(
+                    outcome,
+                    Outcome::Rejected(
+                        RejectReason::CannotMeetDeadline | RejectReason::WouldJeopardize(_)
+                    )
+                )
+            {
+                self.clock.request_train();
+            }
         }
         Some(ev)
     }

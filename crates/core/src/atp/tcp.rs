@@ -25,7 +25,10 @@
 //! and its outcome is `Delivered`. Otherwise a CANCEL segment tells the receiver to drop the
 //! partial message.
 
-use crate::nai::{MessageId, NaiConfig, NaiEvent, Priority, RangeSet, Scheduler};
+use crate::nai::payloads::PayloadStore;
+use crate::nai::{
+    MessageId, NaiConfig, NaiError, NaiEvent, Priority, QueueId, RangeSet, Scheduler, SendOptions,
+};
 use crate::spp::{Delivery, SppEvent};
 use crate::time::Time;
 use crate::wire::{Reader, WireError, Writer};
@@ -133,6 +136,11 @@ pub struct TcpFramingConfig {
     pub max_unacked_bytes: u64,
     /// Most partial messages a receiver tracks.
     pub max_open_messages: usize,
+    /// Most bytes of messages submitted with their data
+    /// ([`AtpTcpSender::submit_bytes`]) a sender holds at once.
+    pub max_buffered_bytes: u64,
+    /// Most bytes a receiver allocates to partly received messages that carry bytes.
+    pub max_reassembly_bytes: u64,
 }
 
 impl Default for TcpFramingConfig {
@@ -141,6 +149,8 @@ impl Default for TcpFramingConfig {
             segment_bytes: 1460,
             max_unacked_bytes: 8 * 1460,
             max_open_messages: 4096,
+            max_buffered_bytes: 64 << 20,
+            max_reassembly_bytes: 64 << 20,
         }
     }
 }
@@ -164,18 +174,82 @@ pub struct AtpTcpSender {
     /// Data segments written and not yet acknowledged: (stream end, message, offset, len).
     segments: VecDeque<(u64, MessageId, u64, u64)>,
     cancels: VecDeque<SegHeader>,
+    /// The bytes of live messages submitted with [`AtpTcpSender::submit_bytes`], until their
+    /// outcome is polled.
+    payloads: PayloadStore,
 }
 
 impl AtpTcpSender {
     /// A framer with its own NAI scheduler (rate zero until [`set_rate`](Self::set_rate)).
     pub fn new(config: TcpFramingConfig, nai: NaiConfig) -> AtpTcpSender {
+        let config_max = config.max_buffered_bytes;
         AtpTcpSender {
             config,
             nai: Scheduler::new(nai),
             written: 0,
             segments: VecDeque::new(),
             cancels: VecDeque::new(),
+            payloads: PayloadStore::new(config_max),
         }
+    }
+
+    /// Submits a message that carries its bytes: like [`Scheduler::submit`] with
+    /// `data.len()` as the size; the bytes are kept until the message's outcome is polled, so
+    /// [`payload`](Self::payload) (or [`poll_segment_bytes`](Self::poll_segment_bytes)) can
+    /// fill its segments. At most [`TcpFramingConfig::max_buffered_bytes`] are held; beyond,
+    /// the call fails with [`NaiError::BufferFull`] and nothing is allocated.
+    pub fn submit_bytes(
+        &mut self,
+        now: Time,
+        queue: QueueId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        self.payloads.submit(&mut self.nai, now, queue, data, opts)
+    }
+
+    /// The message bytes a DATA segment carries, for a message submitted with
+    /// [`submit_bytes`](Self::submit_bytes); call it right after `poll_segment` returned the
+    /// segment. `None` for a cancel segment or a message submitted by size only.
+    pub fn payload(&self, header: &SegHeader) -> Option<&[u8]> {
+        if header.kind != SegKind::Data {
+            return None;
+        }
+        self.payloads.get(
+            MessageId(header.msg_id),
+            u64::from(header.offset),
+            u64::from(header.len),
+        )
+    }
+
+    /// Bytes held for messages submitted with [`submit_bytes`](Self::submit_bytes).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.payloads.buffered_bytes()
+    }
+
+    /// [`poll_segment`](Self::poll_segment), with the whole segment written to `out` (cleared
+    /// first): header, the message bytes (zeros for a message submitted by size only), then
+    /// padding — exactly `bytes` long, ready for the stream.
+    pub fn poll_segment_bytes(
+        &mut self,
+        now: Time,
+        tcp_unacked_bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<FramedSegment> {
+        let seg = self.poll_segment(now, tcp_unacked_bytes)?;
+        out.clear();
+        out.resize(usize::try_from(seg.bytes).unwrap_or(0), 0);
+        if seg.header.emit(out).is_err() {
+            // The segment is at least one header long (see `poll_segment`); unreachable.
+            out.clear();
+            return Some(seg);
+        }
+        if let Some(data) = self.payload(&seg.header)
+            && let Some(body) = out.get_mut(SEG_HEADER_LEN..SEG_HEADER_LEN + data.len())
+        {
+            body.copy_from_slice(data);
+        }
+        Some(seg)
     }
 
     /// The scheduler (queries).
@@ -262,9 +336,14 @@ impl AtpTcpSender {
         self.nai.handle_timeout(now);
     }
 
-    /// The next application event.
+    /// The next application event. A message's bytes are released when its outcome passes
+    /// here.
     pub fn poll_event(&mut self) -> Option<NaiEvent> {
-        self.nai.poll_event()
+        let ev = self.nai.poll_event()?;
+        if let NaiEvent::Outcome { id, .. } = ev {
+            self.payloads.release(id);
+        }
+        Some(ev)
     }
 }
 
@@ -273,6 +352,8 @@ struct Partial {
     len: u64,
     priority: u8,
     got: RangeSet,
+    /// The message's bytes, when the stream carries them ([`AtpTcpReceiver::handle_bytes`]).
+    data: Option<Vec<u8>>,
 }
 
 /// The receiving side of ATP over TCP: splits the in-order stream into segments and
@@ -283,6 +364,9 @@ pub struct AtpTcpReceiver {
     buf: Vec<u8>,
     partial: BTreeMap<u64, Partial>,
     events: VecDeque<SppEvent>,
+    /// Bytes allocated to partly received messages (bounded by
+    /// [`TcpFramingConfig::max_reassembly_bytes`]).
+    reassembly_bytes: u64,
 }
 
 impl AtpTcpReceiver {
@@ -293,26 +377,56 @@ impl AtpTcpReceiver {
             buf: Vec::new(),
             partial: BTreeMap::new(),
             events: VecDeque::new(),
+            reassembly_bytes: 0,
         }
     }
 
-    /// Feeds in-order stream bytes (real payload). An error means the stream is corrupt and
-    /// the connection should be reset.
+    /// Bytes allocated to partly received messages.
+    pub fn reassembly_bytes(&self) -> u64 {
+        self.reassembly_bytes
+    }
+
+    /// Feeds in-order stream bytes (real payload): every complete segment is parsed and its
+    /// message bytes reassembled; a delivered message carries them
+    /// ([`Delivery::data`]). An error means the stream is corrupt (or a peer declared more
+    /// than [`TcpFramingConfig::max_reassembly_bytes`] of partial messages) and the
+    /// connection should be reset.
     pub fn handle_bytes(&mut self, now: Time, data: &[u8]) -> Result<(), WireError> {
         let seg = self.config.segment_bytes.max(SEG_HEADER_LEN_U32 + 1) as usize;
-        self.buf.extend_from_slice(data);
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.extend_from_slice(data);
         let mut used = 0;
-        while let Some(bytes) = self.buf.get(used..used + seg) {
-            let h = SegHeader::parse(bytes)?;
+        let mut result = Ok(());
+        while let Some(bytes) = buf.get(used..used + seg) {
             used += seg;
-            self.handle_header(now, &h)?;
+            let segment = SegHeader::parse(bytes).and_then(|h| {
+                let body = bytes
+                    .get(SEG_HEADER_LEN..SEG_HEADER_LEN + usize::from(h.len))
+                    .ok_or(WireError::Malformed("atp segment longer than the frame"))?;
+                self.handle_segment(now, &h, Some(body))
+            });
+            if let Err(e) = segment {
+                result = Err(e);
+                break;
+            }
         }
-        self.buf.drain(..used);
-        Ok(())
+        buf.drain(..used.min(buf.len()));
+        self.buf = buf;
+        result
     }
 
     /// Handles one segment's header (virtual payload: call once per `segment_bytes` delivered).
+    /// Messages are delivered without their bytes.
     pub fn handle_header(&mut self, now: Time, h: &SegHeader) -> Result<(), WireError> {
+        self.handle_segment(now, h, None)
+    }
+
+    fn handle_segment(
+        &mut self,
+        now: Time,
+        h: &SegHeader,
+        body: Option<&[u8]>,
+    ) -> Result<(), WireError> {
         let room = self.config.segment_bytes as usize
             - SEG_HEADER_LEN.min(self.config.segment_bytes as usize);
         if usize::from(h.len) > room {
@@ -320,43 +434,77 @@ impl AtpTcpReceiver {
         }
         match h.kind {
             SegKind::Cancel => {
-                if self.partial.remove(&h.msg_id).is_some() {
+                if let Some(p) = self.partial.remove(&h.msg_id) {
+                    self.release(&p);
                     self.events.push_back(SppEvent::Discarded {
                         id: MessageId(h.msg_id),
                     });
                 }
             }
             SegKind::Data => {
-                if !self.partial.contains_key(&h.msg_id)
-                    && self.partial.len() >= self.config.max_open_messages
-                {
-                    return Err(WireError::Malformed("too many partial messages"));
+                if !self.partial.contains_key(&h.msg_id) {
+                    if self.partial.len() >= self.config.max_open_messages {
+                        return Err(WireError::Malformed("too many partial messages"));
+                    }
+                    let len = u64::from(h.msg_len);
+                    let data = match body {
+                        Some(_) => {
+                            if self.reassembly_bytes.saturating_add(len)
+                                > self.config.max_reassembly_bytes
+                            {
+                                return Err(WireError::Malformed("atp reassembly bound"));
+                            }
+                            self.reassembly_bytes += len;
+                            Some(vec![0u8; usize::try_from(len).unwrap_or(0)])
+                        }
+                        None => None,
+                    };
+                    self.partial.insert(
+                        h.msg_id,
+                        Partial {
+                            len,
+                            priority: h.priority,
+                            got: RangeSet::new(),
+                            data,
+                        },
+                    );
                 }
-                let p = self.partial.entry(h.msg_id).or_insert(Partial {
-                    len: u64::from(h.msg_len),
-                    priority: h.priority,
-                    got: RangeSet::new(),
-                });
+                let Some(p) = self.partial.get_mut(&h.msg_id) else {
+                    return Ok(());
+                };
                 if p.len != u64::from(h.msg_len) {
                     return Err(WireError::Malformed("atp message length changed"));
                 }
                 let start = u64::from(h.offset);
+                if let (Some(buf), Some(body)) = (p.data.as_mut(), body) {
+                    // `parse` checked offset + len <= msg_len, the buffer's length.
+                    let at = usize::try_from(h.offset).unwrap_or(usize::MAX);
+                    if let Some(dst) = buf.get_mut(at..at.saturating_add(body.len())) {
+                        dst.copy_from_slice(body);
+                    }
+                }
                 p.got.insert(start, start + u64::from(h.len));
-                if p.got.covers(0, p.len) {
-                    let d = Delivery {
+                if p.got.covers(0, p.len)
+                    && let Some(p) = self.partial.remove(&h.msg_id)
+                {
+                    self.release(&p);
+                    self.events.push_back(SppEvent::Delivered(Delivery {
                         id: MessageId(h.msg_id),
                         size_bytes: p.len,
                         priority: Priority(p.priority),
                         at: now,
-                        // Sizes only: this transport does not carry message bytes yet.
-                        data: None,
-                    };
-                    self.partial.remove(&h.msg_id);
-                    self.events.push_back(SppEvent::Delivered(d));
+                        data: p.data,
+                    }));
                 }
             }
         }
         Ok(())
+    }
+
+    fn release(&mut self, p: &Partial) {
+        if p.data.is_some() {
+            self.reassembly_bytes = self.reassembly_bytes.saturating_sub(p.len);
+        }
     }
 
     /// The next event (deliveries and discards).

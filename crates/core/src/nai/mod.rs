@@ -34,6 +34,7 @@ pub mod app;
 pub mod baseline;
 pub mod message;
 mod notify;
+pub mod payloads;
 mod ranges;
 mod scheduler;
 #[cfg(test)]

@@ -68,7 +68,8 @@ pub struct SppReceiver {
     msgs: BTreeMap<u64, RxState>,
     floor: u64,
     verdicts: VecDeque<Verdict>,
-    probe: Option<(u32, Time)>,
+    /// The probe train being measured: id, first arrival, bytes after the first, last index.
+    probe: Option<(u32, Time, u64, u8)>,
     reports: VecDeque<ProbeReport>,
     events: VecDeque<SppEvent>,
     delivered: u64,
@@ -134,17 +135,25 @@ impl SppReceiver {
                 self.ack(h.pn);
             }
             SppRepr::Probe(p) => {
+                // Packet-pair / packet-train dispersion (§4.2; Keshav 1991, Dovrolis et al.
+                // 2001): each later packet of the train extends the measured span; the report
+                // of the latest one replaces an unsent report of the same train.
                 let size = repr.buffer_len() as u64 + u64::from(payload_len);
                 match (p.index, self.probe) {
-                    (0, _) => self.probe = Some((p.probe_id, now)),
-                    (1, Some((id, first))) if id == p.probe_id => {
-                        self.probe = None;
-                        if self.reports.len() < MAX_PENDING_REPORTS {
-                            self.reports.push_back(ProbeReport {
-                                probe_id: id,
-                                gap_ns: crate::time::duration_nanos(now - first),
-                                bytes: crate::convert::u32_sat(size),
-                            });
+                    (0, _) => self.probe = Some((p.probe_id, now, 0, 0)),
+                    (i, Some((id, first, bytes, last))) if id == p.probe_id && i > last => {
+                        let bytes = bytes.saturating_add(size);
+                        self.probe = Some((id, first, bytes, i));
+                        let report = ProbeReport {
+                            probe_id: id,
+                            gap_ns: crate::time::duration_nanos(now - first),
+                            bytes: crate::convert::u32_sat(bytes),
+                        };
+                        let room = self.reports.len() < MAX_PENDING_REPORTS;
+                        match self.reports.back_mut() {
+                            Some(r) if r.probe_id == id => *r = report,
+                            _ if room => self.reports.push_back(report),
+                            _ => {}
                         }
                     }
                     _ => {}

@@ -90,23 +90,29 @@ pub struct AckFrame {
     pub verdicts: Vec<Verdict>,
 }
 
-/// One packet of a packet-pair measurement (§4.2, used when the estimate is zero).
+/// Most datagrams in one probe train (a packet pair is a train of two).
+pub const MAX_PROBE_TRAIN: u8 = 16;
+
+/// One packet of a packet-pair or packet-train measurement (§4.2, used when the estimate is
+/// zero; the default estimator also sends short trains, see
+/// [`EstimatorMode::Bounded`](crate::atp::EstimatorMode::Bounded)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeHeader {
-    /// Identifies the pair.
+    /// Identifies the pair or train.
     pub probe_id: u32,
-    /// 0 or 1.
+    /// Position in the train, `0..MAX_PROBE_TRAIN` (a pair: 0 or 1).
     pub index: u8,
 }
 
-/// The receiver's measurement of a packet pair.
+/// The receiver's measurement of a packet pair or train: the dispersion of the packets that
+/// arrived after the first one (for a pair, the arrival gap and the second packet's size).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProbeReport {
-    /// The pair.
+    /// The pair or train.
     pub probe_id: u32,
-    /// Arrival gap between the two packets, in nanoseconds.
+    /// Time from the first packet's arrival to the latest one's, in nanoseconds.
     pub gap_ns: u64,
-    /// Size of the second datagram, in bytes.
+    /// Bytes of the datagrams that arrived after the first one, up to the latest.
     pub bytes: u32,
 }
 
@@ -217,7 +223,7 @@ impl SppRepr {
             T_PROBE => {
                 let probe_id = r.u32()?;
                 let index = r.u8()?;
-                if index > 1 {
+                if index >= MAX_PROBE_TRAIN {
                     return Err(WireError::Malformed("spp probe index"));
                 }
                 Ok(SppRepr::Probe(ProbeHeader { probe_id, index }))

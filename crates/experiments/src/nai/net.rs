@@ -198,6 +198,7 @@ impl Run {
                 &mut world,
                 &name,
                 atp.nai,
+                atp.estimator,
                 RateFeed::Estimated,
                 s,
                 r,

@@ -205,12 +205,15 @@ impl Agent for AtpTcpAgent {
         matches!(self.feed, RateFeed::Estimated)
     }
 
-    fn on_interface(&mut self, _now: Time, info: &InterfaceInfo) {
-        if let Some(c) = self.clock.as_mut() {
+    fn on_interface(&mut self, now: Time, info: &InterfaceInfo) {
+        if let Some(e) = self.clock.as_mut().and_then(|c| {
             c.handle_interface(
+                now,
                 info.tx_bytes.saturating_add(info.rx_bytes),
                 u32::try_from(info.queue_packets).unwrap_or(u32::MAX),
-            );
+            )
+        }) {
+            self.atp.set_rate(now, e.available_bytes_per_s);
         }
     }
 }
@@ -315,12 +318,14 @@ impl Agent for AtpTcpSink {
 }
 
 /// Installs an ATP-over-TCP sender on `from` and its receiver on `to` (TCP `port` on both),
-/// as one flow active over `[start, stop)`. Returns (sender, receiver).
+/// as one flow active over `[start, stop)`, with `estimator` when `feed` is the estimator.
+/// Returns (sender, receiver).
 #[allow(clippy::too_many_arguments)]
 pub fn install(
     world: &mut World,
     name: &str,
     nai: NaiConfig,
+    estimator: EstimatorConfig,
     feed: RateFeed,
     from: NodeId,
     to: NodeId,
@@ -348,7 +353,7 @@ pub fn install(
     let sender = AtpTcpAgent::new(
         framing.clone(),
         nai,
-        EstimatorConfig::default(),
+        estimator,
         feed,
         tcp.clone(),
         local,

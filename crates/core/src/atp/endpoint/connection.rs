@@ -110,8 +110,8 @@ impl AtpConnection {
     /// Interface counters for the estimator (see [`AtpSender::handle_interface_bytes`] and
     /// [`AtpSender::handle_queue_len`]).
     pub fn handle_interface(&mut self, now: Time, total_bytes: u64, queue_packets: u32) {
-        self.sender.handle_interface_bytes(now, total_bytes);
-        self.sender.handle_queue_len(now, queue_packets);
+        self.sender
+            .handle_interface(now, total_bytes, queue_packets);
     }
 
     /// A datagram from the peer (session packet or SPP). A malformed one is counted and

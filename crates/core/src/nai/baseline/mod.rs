@@ -49,6 +49,7 @@
 
 pub mod record;
 
+use super::payloads::PayloadStore;
 use super::{DeadlineMargin, MAX_LEVELS};
 use super::{MessageId, NaiError, NaiEvent, Outcome, Priority, RejectReason, SendOptions};
 use crate::time::Time;
@@ -83,6 +84,9 @@ pub struct BaselineConfig {
     pub max_record_bytes: u32,
     /// Most live messages; further submissions are rejected with `Capacity`.
     pub max_messages: usize,
+    /// Most bytes of messages submitted with their data
+    /// ([`BaselineSender::submit_bytes`]) held at once.
+    pub max_buffered_bytes: u64,
 }
 
 impl BaselineConfig {
@@ -94,6 +98,7 @@ impl BaselineConfig {
             send_buffer_bytes: 32 * 1024,
             max_record_bytes: 8 * 1024,
             max_messages: 65_536,
+            max_buffered_bytes: 64 << 20,
         }
     }
 }
@@ -148,6 +153,11 @@ pub struct BaselineSender {
     events: VecDeque<NaiEvent>,
     next_id: u64,
     stats: BaselineStats,
+    /// The bytes of live messages submitted with [`BaselineSender::submit_bytes`].
+    payloads: PayloadStore,
+    /// The message bytes the last data record returned by `poll_write` carries: (message,
+    /// first byte, length).
+    last_chunk: Option<(MessageId, u64, u64)>,
 }
 
 impl BaselineSender {
@@ -169,6 +179,7 @@ impl BaselineSender {
                 high.chain(rest).collect()
             }
         };
+        let config_max = config.max_buffered_bytes;
         BaselineSender {
             queues: (0..config.levels).map(|_| VecDeque::new()).collect(),
             config,
@@ -178,7 +189,47 @@ impl BaselineSender {
             events: VecDeque::new(),
             next_id: 0,
             stats: BaselineStats::default(),
+            payloads: PayloadStore::new(config_max),
+            last_chunk: None,
         }
+    }
+
+    /// Queues a message that carries its bytes: like [`submit`](Self::submit) with
+    /// `data.len()` as the size; the bytes are kept until the message's outcome, so
+    /// [`record_payload`](Self::record_payload) can fill each data record. At most
+    /// [`BaselineConfig::max_buffered_bytes`] are held; beyond, the call fails with
+    /// [`NaiError::BufferFull`] and nothing is queued.
+    pub fn submit_bytes(
+        &mut self,
+        now: Time,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Result<MessageId, NaiError> {
+        let len = data.len() as u64;
+        self.payloads.check(len)?;
+        let id = self.submit(now, len, opts)?;
+        self.payloads.insert(id, data);
+        Ok(id)
+    }
+
+    /// The message bytes following the data record `header` that
+    /// [`poll_write`](Self::poll_write) just returned, for a message submitted with
+    /// [`submit_bytes`](Self::submit_bytes); `None` for an abort record, a message submitted
+    /// by size only, or any other record.
+    pub fn record_payload(&self, header: &RecordHeader) -> Option<&[u8]> {
+        let (id, start, len) = self.last_chunk?;
+        if header.kind != RecordKind::Data
+            || header.msg_id != id.0
+            || u64::from(header.chunk_len) != len
+        {
+            return None;
+        }
+        self.payloads.get(id, start, len)
+    }
+
+    /// Bytes held for messages submitted with [`submit_bytes`](Self::submit_bytes).
+    pub fn buffered_bytes(&self) -> u64 {
+        self.payloads.buffered_bytes()
     }
 
     /// The configuration.
@@ -330,6 +381,7 @@ impl BaselineSender {
             chunk_len: crate::convert::u32_sat(chunk),
         };
         let done = written + chunk == m.size;
+        self.last_chunk = Some((id, written, chunk));
         let c = &mut self.conns[conn];
         c.sending = Some((id, written + chunk));
         if done {
@@ -437,6 +489,7 @@ impl BaselineSender {
     }
 
     fn finish(&mut self, id: MessageId, outcome: Outcome) {
+        self.payloads.release(id);
         if let Some(m) = self.msgs.remove(&id) {
             if let Some(d) = m.deadline {
                 self.timers.remove(&(d, id));

@@ -110,18 +110,39 @@ impl RecordHeader {
     }
 }
 
+/// Largest message a [`RecordReceiver`] reassembles with its bytes unless told otherwise.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 64 << 20;
+
+/// The message being received on a connection.
+#[derive(Debug)]
+struct Partial {
+    id: u64,
+    len: u64,
+    priority: u8,
+    got: u64,
+    /// Its bytes so far, when the records carry them.
+    data: Option<Vec<u8>>,
+}
+
 /// One connection's receiving side: reassembles messages from records in stream order,
 /// delivers each complete one, and counts the 1-byte acknowledgements to write back.
 ///
-/// Call pattern: `handle_record` for each record whose bytes have all arrived (in stream
-/// order), then write `take_acks()` bytes on the connection and drain `poll_event`.
-#[derive(Debug, Default)]
+/// Call pattern: `handle_record` (virtual payload) or `handle_record_payload` (with the
+/// record's bytes) for each record whose bytes have all arrived (in stream order), then write
+/// `take_acks()` bytes on the connection and drain `poll_event`.
+#[derive(Debug)]
 pub struct RecordReceiver {
-    /// The message being received: id, size, priority, bytes so far.
-    partial: Option<(u64, u64, u8, u64)>,
+    partial: Option<Partial>,
     acks_due: u64,
     events: VecDeque<SppEvent>,
     delivered: u64,
+    max_message_bytes: u64,
+}
+
+impl Default for RecordReceiver {
+    fn default() -> Self {
+        RecordReceiver::with_max_message_bytes(DEFAULT_MAX_MESSAGE_BYTES)
+    }
 }
 
 impl RecordReceiver {
@@ -130,12 +151,48 @@ impl RecordReceiver {
         RecordReceiver::default()
     }
 
+    /// A receiver that refuses (as malformed) a message with bytes longer than `max` bytes.
+    pub fn with_max_message_bytes(max: u64) -> RecordReceiver {
+        RecordReceiver {
+            partial: None,
+            acks_due: 0,
+            events: VecDeque::new(),
+            delivered: 0,
+            max_message_bytes: max,
+        }
+    }
+
     /// Handles one complete record. An error means the stream is inconsistent (a record that
     /// overflows its message); the record is ignored.
     pub fn handle_record(&mut self, now: Time, h: &RecordHeader) -> Result<(), WireError> {
+        self.handle(now, h, None)
+    }
+
+    /// Handles one complete record with the `chunk_len` message bytes that followed its
+    /// header: a delivered message carries them ([`Delivery::data`]). Errors as for
+    /// [`handle_record`](Self::handle_record), and also when `body` is not `chunk_len` long or
+    /// the message is longer than the receiver's bound.
+    pub fn handle_record_payload(
+        &mut self,
+        now: Time,
+        h: &RecordHeader,
+        body: &[u8],
+    ) -> Result<(), WireError> {
+        if body.len() as u64 != u64::from(h.chunk_len) {
+            return Err(WireError::Malformed("baseline record body length"));
+        }
+        self.handle(now, h, Some(body))
+    }
+
+    fn handle(
+        &mut self,
+        now: Time,
+        h: &RecordHeader,
+        body: Option<&[u8]>,
+    ) -> Result<(), WireError> {
         match h.kind {
             RecordKind::Abort => {
-                if self.partial.is_some_and(|p| p.0 == h.msg_id) {
+                if self.partial.as_ref().is_some_and(|p| p.id == h.msg_id) {
                     self.partial = None;
                     self.events.push_back(SppEvent::Discarded {
                         id: MessageId(h.msg_id),
@@ -145,29 +202,47 @@ impl RecordReceiver {
             }
             RecordKind::Data => {
                 let len = u64::from(h.msg_len);
-                let mut p = match self.partial {
-                    Some(p) if p.0 == h.msg_id => p,
+                let chunk = u64::from(h.chunk_len);
+                // Checked before anything changes: an inconsistent record is ignored.
+                let (known_len, got) = match &self.partial {
+                    Some(p) if p.id == h.msg_id => (p.len, p.got),
                     // A new message: the previous one, if any, was abandoned without an abort
                     // record reaching us first, which the sender never does; start afresh.
-                    _ => (h.msg_id, len, h.priority, 0),
+                    _ => {
+                        if body.is_some() && len > self.max_message_bytes {
+                            return Err(WireError::Malformed("baseline message over the bound"));
+                        }
+                        (len, 0)
+                    }
                 };
-                if p.1 != len || p.3 + u64::from(h.chunk_len) > len {
+                if known_len != len || got + chunk > len {
                     return Err(WireError::Malformed(
                         "baseline record overflows its message",
                     ));
                 }
-                p.3 += u64::from(h.chunk_len);
-                if p.3 == len {
-                    self.partial = None;
+                let mut p = match self.partial.take() {
+                    Some(p) if p.id == h.msg_id => p,
+                    _ => Partial {
+                        id: h.msg_id,
+                        len,
+                        priority: h.priority,
+                        got: 0,
+                        data: body.map(|_| Vec::new()),
+                    },
+                };
+                p.got += u64::from(h.chunk_len);
+                if let (Some(data), Some(body)) = (p.data.as_mut(), body) {
+                    data.extend_from_slice(body);
+                }
+                if p.got == len {
                     self.acks_due += 1;
                     self.delivered += 1;
                     self.events.push_back(SppEvent::Delivered(Delivery {
                         id: MessageId(h.msg_id),
                         size_bytes: len,
-                        priority: Priority(p.2),
+                        priority: Priority(p.priority),
                         at: now,
-                        // Sizes only: this transport does not carry message bytes yet.
-                        data: None,
+                        data: p.data,
                     }));
                 } else {
                     self.partial = Some(p);
