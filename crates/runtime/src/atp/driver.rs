@@ -135,6 +135,13 @@ impl Driver {
                     self.endpoint.handle_timeout(now);
                 }
             }
+            // The estimator reacts between ticks to the interface queue (a rate it cannot
+            // sustain shows there within milliseconds), so the interface is read after every
+            // wake-up, not only at timers: a sender limited by its window rather than its
+            // pacing may not see a timer for a whole tick. `read_interface` limits itself to
+            // one read per `interface_poll`.
+            let now = self.now();
+            self.read_interface(now);
             if self.flush().is_err() {
                 break;
             }
