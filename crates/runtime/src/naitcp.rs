@@ -196,7 +196,7 @@ async fn drive(
                 }
                 None => break,
             },
-            Some((conn, n)) = acks.recv() => sender.on_ack_bytes(clock.now(), conn, n),
+            Some((conn, n)) = acks.recv() => sender.handle_ack_bytes(clock.now(), conn, n),
             () = sleep => {
                 let now = clock.now();
                 if sender.poll_timeout().is_some_and(|t| t <= now) {
@@ -227,7 +227,7 @@ fn write_records(
         loop {
             let unacked =
                 link.queued.load(Ordering::Relaxed) + send_queue_bytes(link.fd).unwrap_or(0);
-            let Some(h) = sender.poll_write(now, i, unacked) else {
+            let Some(h) = sender.poll_transmit(now, i, unacked) else {
                 break;
             };
             let mut rec = vec![0u8; RECORD_HEADER_LEN];

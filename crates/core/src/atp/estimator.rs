@@ -358,7 +358,7 @@ impl BandwidthEstimator {
 /// [`EstimatorMode::Bounded`] it may return a new estimate between ticks; `request_train`
 /// when the application wants more than the estimate gives; at
 /// `poll_timeout()`, `handle_timeout(now)` returns the new estimate to hand to NAI; send what
-/// `poll_probe` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
+/// `poll_transmit` returns as datagrams to the receiver; feed REPORTs to `handle_report`, which
 /// may return a new estimate too.
 #[derive(Clone, Debug)]
 pub struct EstimatorClock {
@@ -471,7 +471,7 @@ impl EstimatorClock {
     }
 
     /// The next packet-pair or train datagram to send, if one is due.
-    pub fn poll_probe(&mut self) -> Option<crate::spp::SppDatagram> {
+    pub fn poll_transmit(&mut self) -> Option<crate::spp::SppDatagram> {
         if self.probes_due == 0 {
             return None;
         }
@@ -704,8 +704,8 @@ mod tests {
             ..EstimatorConfig::default()
         };
         let mut c = EstimatorClock::new(paper, Time::ZERO, 1472, true);
-        assert!(c.poll_probe().is_some() && c.poll_probe().is_some());
-        assert!(c.poll_probe().is_none());
+        assert!(c.poll_transmit().is_some() && c.poll_transmit().is_some());
+        assert!(c.poll_transmit().is_none());
         let report = crate::spp::wire::ProbeReport {
             probe_id: 1,
             gap_ns: 3_000_000,
@@ -851,7 +851,7 @@ mod train_tests {
         let mut rx = SppReceiver::new(SppConfig::default());
         // Four datagrams leave a 100 kB/s bottleneck 14.72 ms apart.
         let mut n = 0u64;
-        while let Some(d) = c.poll_probe() {
+        while let Some(d) = c.poll_transmit() {
             let at = Time::from_micros(14_720 * n);
             rx.handle_datagram(at, &d.repr, d.payload_len);
             n += 1;

@@ -198,7 +198,7 @@ impl AtpSender {
     }
 
     /// The NAI scheduler, for application calls (submit, cancel, defer, resume, …). Do not call
-    /// its transport methods (`next_chunk`, `on_acked`, …, `set_rate`): the sender does.
+    /// its transport methods (`next_chunk`, `handle_acked`, …, `set_rate`): the sender does.
     pub fn nai_mut(&mut self) -> &mut Scheduler {
         &mut self.nai
     }
@@ -331,11 +331,11 @@ impl AtpSender {
                     offset,
                     len,
                 } => {
-                    if self.nai.on_acked(now, id, offset, len) {
+                    if self.nai.handle_acked(now, id, offset, len) {
                         self.spp.on_message_acked(wire_seq);
                     }
                 }
-                SppOutcome::Lost { id, offset, len } => self.nai.on_lost(id, offset, len),
+                SppOutcome::Lost { id, offset, len } => self.nai.handle_lost(now, id, offset, len),
             }
         }
     }
@@ -347,16 +347,16 @@ impl AtpSender {
 
     /// The next datagram to hand to the interface.
     pub fn poll_transmit(&mut self, now: Time) -> Option<SppDatagram> {
-        while let Some(n) = self.nai.poll_notice() {
+        while let Some(n) = self.nai.poll_transmit() {
             self.spp.on_notice(n);
         }
-        if let Some(c) = self.spp.poll_cancel(now) {
+        if let Some(c) = self.spp.poll_transmit(now) {
             return Some(self.count(SppDatagram {
                 repr: SppRepr::Cancel(c),
                 payload_len: 0,
             }));
         }
-        if let Some(probe) = self.clock.poll_probe() {
+        if let Some(probe) = self.clock.poll_transmit() {
             return Some(self.count(probe));
         }
         self.pacer.refill(now);

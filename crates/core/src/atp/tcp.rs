@@ -12,7 +12,7 @@
 //! # Calling pattern (with a [`crate::tcp::Connection`] `conn`)
 //!
 //! ```text
-//! sender:   while let Some(seg) = atp.poll_segment(now, conn.bytes_unacked()) {
+//! sender:   while let Some(seg) = atp.poll_transmit(now, conn.bytes_unacked()) {
 //!               seg.header.emit(&mut buf)?; conn.write(u64::from(seg.bytes));  // + real bytes
 //!           }
 //!           atp.handle_acked(now, conn.bytes_acked());   // after every conn input
@@ -195,7 +195,7 @@ impl AtpTcpSender {
 
     /// Submits a message that carries its bytes: like [`Scheduler::submit`] with
     /// `data.len()` as the size; the bytes are kept until the message's outcome is polled, so
-    /// [`payload`](Self::payload) (or [`poll_segment_bytes`](Self::poll_segment_bytes)) can
+    /// [`payload`](Self::payload) (or [`poll_transmit_bytes`](Self::poll_transmit_bytes)) can
     /// fill its segments. At most [`TcpFramingConfig::max_buffered_bytes`] are held; beyond,
     /// the call fails with [`NaiError::BufferFull`] and nothing is allocated.
     pub fn submit_bytes(
@@ -209,7 +209,7 @@ impl AtpTcpSender {
     }
 
     /// The message bytes a DATA segment carries, for a message submitted with
-    /// [`submit_bytes`](Self::submit_bytes); call it right after `poll_segment` returned the
+    /// [`submit_bytes`](Self::submit_bytes); call it right after `poll_transmit` returned the
     /// segment. `None` for a cancel segment or a message submitted by size only.
     pub fn payload(&self, header: &SegHeader) -> Option<&[u8]> {
         if header.kind != SegKind::Data {
@@ -227,20 +227,20 @@ impl AtpTcpSender {
         self.payloads.buffered_bytes()
     }
 
-    /// [`poll_segment`](Self::poll_segment), with the whole segment written to `out` (cleared
+    /// [`poll_transmit`](Self::poll_transmit), with the whole segment written to `out` (cleared
     /// first): header, the message bytes (zeros for a message submitted by size only), then
     /// padding — exactly `bytes` long, ready for the stream.
-    pub fn poll_segment_bytes(
+    pub fn poll_transmit_bytes(
         &mut self,
         now: Time,
         tcp_unacked_bytes: u64,
         out: &mut Vec<u8>,
     ) -> Option<FramedSegment> {
-        let seg = self.poll_segment(now, tcp_unacked_bytes)?;
+        let seg = self.poll_transmit(now, tcp_unacked_bytes)?;
         out.clear();
         out.resize(usize::try_from(seg.bytes).unwrap_or(0), 0);
         if seg.header.emit(out).is_err() {
-            // The segment is at least one header long (see `poll_segment`); unreachable.
+            // The segment is at least one header long (see `poll_transmit`); unreachable.
             out.clear();
             return Some(seg);
         }
@@ -273,8 +273,8 @@ impl AtpTcpSender {
     }
 
     /// The next segment to write, given the connection's unacknowledged byte count.
-    pub fn poll_segment(&mut self, now: Time, tcp_unacked_bytes: u64) -> Option<FramedSegment> {
-        while let Some(n) = self.nai.poll_notice() {
+    pub fn poll_transmit(&mut self, now: Time, tcp_unacked_bytes: u64) -> Option<FramedSegment> {
+        while let Some(n) = self.nai.poll_transmit() {
             // With `confirm`, every byte is already in the stream: TCP will deliver it.
             if !n.confirm {
                 self.cancels.push_back(SegHeader {
@@ -322,7 +322,7 @@ impl AtpTcpSender {
                 break;
             }
             self.segments.pop_front();
-            self.nai.on_acked(now, id, offset, len);
+            self.nai.handle_acked(now, id, offset, len);
         }
     }
 
@@ -558,7 +558,7 @@ mod tests {
             self.now += std::time::Duration::from_millis(1);
             let now = self.now;
             if self.client.is_established() {
-                while let Some(seg) = self.atp.poll_segment(now, self.client.bytes_unacked()) {
+                while let Some(seg) = self.atp.poll_transmit(now, self.client.bytes_unacked()) {
                     let mut frame = vec![0u8; seg.bytes as usize];
                     seg.header.emit(&mut frame).expect("fits");
                     self.stream.extend_from_slice(&frame);

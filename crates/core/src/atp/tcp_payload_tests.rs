@@ -191,7 +191,7 @@ fn atp_over_tcp(seed: u64, loss: f64, count: usize) -> Tally {
         now += Duration::from_millis(1);
         if link.client.is_established() {
             while let Some(seg) =
-                tx.poll_segment_bytes(now, link.client.bytes_unacked(), &mut frame)
+                tx.poll_transmit_bytes(now, link.client.bytes_unacked(), &mut frame)
             {
                 assert_eq!(frame.len() as u64, u64::from(seg.bytes));
                 link.stream.extend_from_slice(&frame);
@@ -235,7 +235,7 @@ fn baseline_over_tcp(seed: u64, loss: f64, count: usize, kind: BaselineKind) -> 
         now += Duration::from_millis(1);
         for (i, (link, (rx, pending))) in links.iter_mut().zip(rxs.iter_mut()).enumerate() {
             if link.client.is_established() {
-                while let Some(h) = tx.poll_write(now, i, link.client.bytes_unacked()) {
+                while let Some(h) = tx.poll_transmit(now, i, link.client.bytes_unacked()) {
                     let mut head = [0u8; RECORD_HEADER_LEN];
                     h.emit(&mut head).expect("fits");
                     link.stream.extend_from_slice(&head);
@@ -258,7 +258,7 @@ fn baseline_over_tcp(seed: u64, loss: f64, count: usize, kind: BaselineKind) -> 
             // The 1-byte acknowledgements travel back on the same connection.
             let acks = rx.take_acks();
             if acks > 0 {
-                tx.on_ack_bytes(now, i, acks);
+                tx.handle_ack_bytes(now, i, acks);
             }
             while let Some(ev) = rx.poll_event() {
                 t.deliver(ev);

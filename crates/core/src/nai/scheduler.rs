@@ -6,8 +6,8 @@
 //! application calls: submit / cancel / defer / resume / set_priority / set_deadline / …
 //! transport:  set_rate(now, estimate)                      // each estimator update (1 Hz)
 //!             while let Some(c) = next_chunk(now, max, ok) { transmit c }   // as pacing allows
-//!             on_acked / on_lost / resolve_cancel           // as the peer answers
-//!             while let Some(n) = poll_notice() { tell the receiver to discard n }
+//!             handle_acked / handle_lost / resolve_cancel           // as the peer answers
+//!             while let Some(n) = poll_transmit() { tell the receiver to discard n }
 //! timers:     handle_timeout(now) when poll_timeout() has passed (callback timers)
 //! events:     drain poll_event() after every call
 //! ```
@@ -94,10 +94,12 @@ impl Queue {
 /// 2. `next_chunk_at(now, max_len, can_start_new)` while it may send: each [`Chunk`] is a
 ///    piece of one message to transmit now (retransmissions first); `can_start_new = false`
 ///    restricts it to messages the receiver already knows;
-/// 3. for what the receiver reports: `on_acked(now, id, offset, len)` (returns true when the
-///    message is complete) and `on_lost(id, offset, len)` (the bytes are sent again);
-/// 4. `poll_notice()` until `None`: each [`DiscardNotice`] must reach the receiver, and its
-///    answer comes back through `resolve_cancel(now, id, delivered)`;
+/// 3. for what the receiver reports: `handle_acked(now, id, offset, len)` (returns true when the
+///    message is complete) and `handle_lost(now, id, offset, len)` (the bytes are sent again);
+/// 4. `poll_transmit()` until `None`: the scheduler's own output to the wire (data leaves
+///    through `next_chunk_at`, which the transport pulls at its own pace): each
+///    [`DiscardNotice`] must reach the receiver, and its answer comes back through
+///    `resolve_cancel(now, id, delivered)`;
 /// 5. `handle_timeout(now)` when `poll_timeout()` has passed (callback timers);
 /// 6. `poll_event()` until `None`, for the application.
 ///
@@ -124,9 +126,9 @@ impl Queue {
 /// while let Some(c) = s.next_chunk_at(now, 1000, true) {
 ///     // ...and the receiver acknowledges each piece 50 ms later.
 ///     now = now + Duration::from_millis(50);
-///     s.on_acked(now, c.id, c.offset, u64::from(c.len));
+///     s.handle_acked(now, c.id, c.offset, u64::from(c.len));
 /// }
-/// while let Some(n) = s.poll_notice() {
+/// while let Some(n) = s.poll_transmit() {
 ///     let _ = n; // announce discards to the receiver (none here)
 /// }
 /// if s.poll_timeout().is_some_and(|t| t <= now) {
@@ -549,7 +551,7 @@ impl Scheduler {
     /// The receiver acknowledged `[offset, offset + len)` of `id`. Returns whether this
     /// completed the message (its `Delivered` outcome is then queued). Unknown ids are ignored:
     /// late acknowledgements of discarded messages are normal.
-    pub fn on_acked(&mut self, now: Time, id: MessageId, offset: u64, len: u64) -> bool {
+    pub fn handle_acked(&mut self, now: Time, id: MessageId, offset: u64, len: u64) -> bool {
         let Some(m) = self.messages.get(&id) else {
             return false;
         };
@@ -569,9 +571,10 @@ impl Scheduler {
         false
     }
 
-    /// `[offset, offset + len)` of `id` was lost in transit: it will be sent again (unless the
-    /// message is being discarded, or those bytes were acknowledged meanwhile).
-    pub fn on_lost(&mut self, id: MessageId, offset: u64, len: u64) {
+    /// `[offset, offset + len)` of `id` was found lost at `now`: it will be sent again (unless
+    /// the message is being discarded, or those bytes were acknowledged meanwhile). `now` is
+    /// not used yet — a loss changes no deadline — but every input takes the time it happened.
+    pub fn handle_lost(&mut self, _now: Time, id: MessageId, offset: u64, len: u64) {
         let Some(m) = self.messages.get(&id) else {
             return;
         };
@@ -608,8 +611,9 @@ impl Scheduler {
         self.finish(id, outcome);
     }
 
-    /// The next discard the transport must announce to the receiver.
-    pub fn poll_notice(&mut self) -> Option<DiscardNotice> {
+    /// The next discard the transport must announce to the receiver (the scheduler's only
+    /// unsolicited output to the wire; see the call order above).
+    pub fn poll_transmit(&mut self) -> Option<DiscardNotice> {
         self.notices.pop_front()
     }
 

@@ -28,7 +28,7 @@ fn events(s: &mut Scheduler) -> Vec<NaiEvent> {
 /// Sends every remaining byte of the next message and acknowledges it; returns its id.
 fn send_and_ack_next(s: &mut Scheduler, now: Time) -> Option<MessageId> {
     let first = s.next_chunk(u32::MAX, true)?;
-    s.on_acked(now, first.id, first.offset, u64::from(first.len));
+    s.handle_acked(now, first.id, first.offset, u64::from(first.len));
     Some(first.id)
 }
 
@@ -202,7 +202,7 @@ fn test_scheduled_timer_expiry_suspends_and_app_decides() {
         .submit(Time::ZERO, Q0, 5_000, opts(Priority::HIGH, Some(1000)))
         .unwrap();
     let c = s.next_chunk(1000, true).unwrap();
-    s.on_acked(Time::from_millis(100), id, c.offset, u64::from(c.len));
+    s.handle_acked(Time::from_millis(100), id, c.offset, u64::from(c.len));
     assert_eq!(s.poll_timeout(), Some(Time::from_secs(1)));
     s.handle_timeout(Time::from_secs(1));
     assert_eq!(
@@ -220,7 +220,7 @@ fn test_scheduled_timer_expiry_suspends_and_app_decides() {
     assert_eq!(s.poll_timeout(), None);
     let c = s.next_chunk(10_000, true).unwrap();
     assert_eq!((c.offset, c.len), (1000, 4000));
-    s.on_acked(Time::from_secs(2), id, 1000, 4000);
+    s.handle_acked(Time::from_secs(2), id, 1000, 4000);
     assert_eq!(
         events(&mut s),
         vec![
@@ -252,7 +252,7 @@ fn test_scheduled_cancel_after_expiry_reports_expired() {
             outcome: Outcome::Expired { early: false }
         }]
     );
-    assert_eq!(s.poll_notice(), None, "nothing was sent: no notice");
+    assert_eq!(s.poll_transmit(), None, "nothing was sent: no notice");
 }
 
 #[test]
@@ -309,7 +309,7 @@ fn test_discard_policy_reports_expired_without_waiting() {
         }
     );
     assert_eq!(
-        s.poll_notice(),
+        s.poll_transmit(),
         Some(DiscardNotice {
             id,
             wire_seq: c.wire_seq,
@@ -326,8 +326,8 @@ fn test_deferred_restart_resends_only_lost_bytes() {
     let id = s.submit(t, Q0, 4000, opts(Priority::HIGH, None)).unwrap();
     let c1 = s.next_chunk(1000, true).unwrap();
     let c2 = s.next_chunk(1000, true).unwrap();
-    s.on_acked(t, id, c1.offset, 1000);
-    s.on_lost(id, c2.offset, 1000);
+    s.handle_acked(t, id, c1.offset, 1000);
+    s.handle_lost(Time::ZERO, id, c2.offset, 1000);
     s.defer(t, id).unwrap();
     assert!(s.next_chunk(1000, true).is_none());
     assert_eq!(s.bytes_remaining(id), Ok(3000));
@@ -335,7 +335,7 @@ fn test_deferred_restart_resends_only_lost_bytes() {
     let mut sent = Vec::new();
     while let Some(c) = s.next_chunk(1000, true) {
         sent.push((c.offset, c.len, c.retransmission));
-        s.on_acked(t, id, c.offset, u64::from(c.len));
+        s.handle_acked(t, id, c.offset, u64::from(c.len));
     }
     assert_eq!(
         sent,
@@ -367,16 +367,16 @@ fn test_cancel_of_fully_sent_message_waits_for_receiver() {
         "both were taken whole; the outcome waits for the receiver"
     );
     assert_eq!(
-        s.poll_notice(),
+        s.poll_transmit(),
         Some(DiscardNotice {
             id: a,
             wire_seq: ca.wire_seq,
             confirm: true
         })
     );
-    assert_eq!(s.poll_notice().map(|n| n.wire_seq), Some(cb.wire_seq));
+    assert_eq!(s.poll_transmit().map(|n| n.wire_seq), Some(cb.wire_seq));
     // Losses of a cancelling message are not resent.
-    s.on_lost(a, 0, 1000);
+    s.handle_lost(Time::ZERO, a, 0, 1000);
     assert!(s.next_chunk(1000, true).is_none());
     s.resolve_cancel(t, a, false);
     s.resolve_cancel(t, b, true);
@@ -493,8 +493,8 @@ fn test_bad_ids_and_arguments_are_errors() {
         Err(NaiError::InvalidState { .. })
     ));
     // Late acknowledgements and losses of unknown messages are ignored.
-    assert!(!s.on_acked(t, ghost, 0, 10));
-    s.on_lost(ghost, 0, 10);
+    assert!(!s.handle_acked(t, ghost, 0, 10));
+    s.handle_lost(Time::ZERO, ghost, 0, 10);
     s.resolve_cancel(t, ghost, true);
 }
 
@@ -579,7 +579,7 @@ fn test_taken_once_when_the_last_byte_is_first_dispatched() {
     s.next_chunk(1000, true).unwrap();
     assert_eq!(events(&mut s), vec![NaiEvent::Taken { id }]);
     // A retransmission of the tail does not take it again.
-    s.on_lost(id, 2000, 500);
+    s.handle_lost(Time::ZERO, id, 2000, 500);
     let c = s.next_chunk(1000, true).unwrap();
     assert!(c.retransmission);
     assert!(events(&mut s).is_empty());

@@ -77,7 +77,7 @@ pub enum SppOutcome {
         /// The receiver had already delivered it.
         delivered: bool,
     },
-    /// A piece was acknowledged ([`Scheduler::on_acked`](crate::nai::Scheduler::on_acked)).
+    /// A piece was acknowledged ([`Scheduler::handle_acked`](crate::nai::Scheduler::handle_acked)).
     Acked {
         /// The message.
         id: MessageId,
@@ -88,7 +88,7 @@ pub enum SppOutcome {
         /// Bytes in the piece.
         len: u64,
     },
-    /// A piece was declared lost and must be sent again ([`Scheduler::on_lost`](crate::nai::Scheduler::on_lost)).
+    /// A piece was declared lost and must be sent again ([`Scheduler::handle_lost`](crate::nai::Scheduler::handle_lost)).
     Lost {
         /// The message.
         id: MessageId,
@@ -218,7 +218,7 @@ impl SppSender {
     }
 
     /// The next CANCEL due, if any (not paced: notices are small and urgent).
-    pub fn poll_cancel(&mut self, now: Time) -> Option<CancelHeader> {
+    pub fn poll_transmit(&mut self, now: Time) -> Option<CancelHeader> {
         let (&wire_seq, open) = self
             .open
             .iter()
@@ -247,7 +247,7 @@ impl SppSender {
     /// Processes an acknowledgement and returns what it means for the messages, in the order
     /// to apply them: cancellation verdicts first, then acknowledged pieces, then pieces lost
     /// by the packet threshold. The caller applies each to its scheduler and, when
-    /// [`Scheduler::on_acked`](crate::nai::Scheduler::on_acked) reports a message acknowledged in full, calls
+    /// [`Scheduler::handle_acked`](crate::nai::Scheduler::handle_acked) reports a message acknowledged in full, calls
     /// [`SppSender::on_message_acked`].
     pub fn handle_ack(&mut self, now: Time, ack: &AckFrame) -> Vec<SppOutcome> {
         let mut out = Vec::new();

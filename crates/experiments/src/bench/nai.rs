@@ -56,7 +56,7 @@ fn measure(queues: usize, queued: u64) -> Result<(f64, u64, u64), ExpError> {
             admitted += 1;
         }
         if let Some(c) = s.next_chunk_at(now, 1500, true) {
-            s.on_acked(now, c.id, c.offset, u64::from(c.len));
+            s.handle_acked(now, c.id, c.offset, u64::from(c.len));
             dispatched += 1;
         }
         while s.poll_event().is_some() {}

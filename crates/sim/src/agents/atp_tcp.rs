@@ -101,7 +101,7 @@ impl AtpTcpAgent {
                 && let Some(conn) = slot.conn.as_mut()
             {
                 self.atp.handle_acked(now, conn.bytes_acked());
-                while let Some(seg) = self.atp.poll_segment(now, conn.bytes_unacked()) {
+                while let Some(seg) = self.atp.poll_transmit(now, conn.bytes_unacked()) {
                     let mut buf = [0u8; SEG_HEADER_LEN];
                     if seg.header.emit(&mut buf).is_err() {
                         continue;
@@ -170,7 +170,7 @@ impl Agent for AtpTcpAgent {
     }
 
     fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        if let Some(d) = self.clock.as_mut().and_then(EstimatorClock::poll_probe)
+        if let Some(d) = self.clock.as_mut().and_then(EstimatorClock::poll_transmit)
             && let Some(p) = probe_packet(&self.conns, &d)
         {
             return Some(p);

@@ -91,7 +91,7 @@ impl NaiTcpAgent {
                 let Some(conn) = slot.conn.as_mut() else {
                     continue;
                 };
-                while let Some(r) = self.sender.poll_write(now, i, conn.bytes_unacked()) {
+                while let Some(r) = self.sender.poll_transmit(now, i, conn.bytes_unacked()) {
                     let mut buf = [0u8; RECORD_HEADER_LEN];
                     if r.emit(&mut buf).is_err() {
                         continue;
@@ -151,7 +151,7 @@ impl Agent for NaiTcpAgent {
         {
             let acks = conn.bytes_unread();
             conn.read(acks);
-            self.sender.on_ack_bytes(now, i, acks);
+            self.sender.handle_ack_bytes(now, i, acks);
         }
         self.pump(now);
     }

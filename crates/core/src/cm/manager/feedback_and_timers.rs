@@ -166,7 +166,7 @@ impl CongestionManager {
                     };
                     s.armed = None;
                     if self.transmits.len() < MAX_TRANSMITS
-                        && let Some(p) = s.poll_probe(now)
+                        && let Some(p) = s.poll_transmit(now)
                     {
                         self.stats.probes_sent += 1;
                         self.transmits.push_back(CmTransmit {

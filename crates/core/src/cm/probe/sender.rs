@@ -104,7 +104,7 @@ impl ProbeSession {
 
     /// Sends the due probe, if any. Probing continues while data keeps flowing and stops
     /// after the first interval without data.
-    pub(crate) fn poll_probe(&mut self, now: Time) -> Option<ProbeRepr> {
+    pub(crate) fn poll_transmit(&mut self, now: Time) -> Option<ProbeRepr> {
         if self.next_probe_at.is_none_or(|t| t > now) {
             return None;
         }
@@ -230,7 +230,7 @@ mod tests {
             .filter_map(|i| {
                 let t = start + ms(100 * i);
                 s.on_sent(t, FlowKey(1), 1000);
-                s.poll_probe(t + ms(1000)).map(|p| p.seq)
+                s.poll_transmit(t + ms(1000)).map(|p| p.seq)
             })
             .collect()
     }

@@ -40,10 +40,10 @@
 //! open connections() TCP connections; connection i carries records of conn index i
 //! application: submit(now, bytes, opts)
 //! for each connection i after every input:
-//!     while let Some(r) = poll_write(now, i, conn_i.bytes_unacked()) {
+//!     while let Some(r) = poll_transmit(now, i, conn_i.bytes_unacked()) {
 //!         conn_i.write(r.stream_len()) and carry r's header at that stream offset
 //!     }
-//! on_ack_bytes(now, i, n) for n acknowledgement bytes read from connection i
+//! handle_ack_bytes(now, i, n) for n acknowledgement bytes read from connection i
 //! handle_timeout(now) at poll_timeout(); drain poll_event()
 //! ```
 
@@ -155,7 +155,7 @@ pub struct BaselineSender {
     stats: BaselineStats,
     /// The bytes of live messages submitted with [`BaselineSender::submit_bytes`].
     payloads: PayloadStore,
-    /// The message bytes the last data record returned by `poll_write` carries: (message,
+    /// The message bytes the last data record returned by `poll_transmit` carries: (message,
     /// first byte, length).
     last_chunk: Option<(MessageId, u64, u64)>,
 }
@@ -213,7 +213,7 @@ impl BaselineSender {
     }
 
     /// The message bytes following the data record `header` that
-    /// [`poll_write`](Self::poll_write) just returned, for a message submitted with
+    /// [`poll_transmit`](Self::poll_transmit) just returned, for a message submitted with
     /// [`submit_bytes`](Self::submit_bytes); `None` for an abort record, a message submitted
     /// by size only, or any other record.
     pub fn record_payload(&self, header: &RecordHeader) -> Option<&[u8]> {
@@ -329,7 +329,7 @@ impl BaselineSender {
         reason = "one queue per level (`levels` of them, checked at submission) and connection \
                   indices below `conns.len()` (checked on entry)"
     )]
-    pub fn poll_write(
+    pub fn poll_transmit(
         &mut self,
         now: Time,
         conn: usize,
@@ -418,7 +418,7 @@ impl BaselineSender {
 
     /// `n` acknowledgement bytes were read from connection `conn`: each completes the oldest
     /// fully written message on it (§5.2: the send call returns).
-    pub fn on_ack_bytes(&mut self, now: Time, conn: usize, n: u64) {
+    pub fn handle_ack_bytes(&mut self, now: Time, conn: usize, n: u64) {
         for _ in 0..n {
             let Some(c) = self.conns.get_mut(conn) else {
                 return;
@@ -454,7 +454,7 @@ impl BaselineSender {
 
     #[allow(
         clippy::indexing_slicing,
-        reason = "a message's connection is set by `poll_write` to an index below `conns.len()`"
+        reason = "a message's connection is set by `poll_transmit` to an index below `conns.len()`"
     )]
     fn expire(&mut self, id: MessageId) {
         let Some(m) = self.msgs.get(&id) else {

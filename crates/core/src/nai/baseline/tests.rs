@@ -21,7 +21,7 @@ fn ms(t: u64) -> Time {
 fn drain(s: &mut BaselineSender, now: Time, c: usize) -> Vec<RecordHeader> {
     let mut out = Vec::new();
     let mut unacked = 0;
-    while let Some(r) = s.poll_write(now, c, unacked) {
+    while let Some(r) = s.poll_transmit(now, c, unacked) {
         unacked += r.stream_len();
         out.push(r);
     }
@@ -46,7 +46,7 @@ fn test_naitcp_half_timeout_rule_discards_at_dequeue() {
     let recs = drain(&mut s, ms(0), 0);
     assert_eq!(recs.len(), 1, "one message at a time: the send blocks");
     assert_eq!(recs[0].msg_id, a.0);
-    s.on_ack_bytes(ms(600), 0, 1);
+    s.handle_ack_bytes(ms(600), 0, 1);
     // At 600 ms, b has waited 600 ms >= 500 ms: discarded; c has waited 300 ms: sent.
     let recs = drain(&mut s, ms(600), 0);
     assert_eq!(recs.iter().map(|r| r.msg_id).collect::<Vec<_>>(), vec![c.0]);
@@ -82,7 +82,7 @@ fn test_naitcp_sends_are_irrevocable_and_judged_on_the_ack() {
         t += 100;
     }
     s.handle_timeout(ms(5000)); // no timers: nothing happens
-    s.on_ack_bytes(ms(5000), 0, 1);
+    s.handle_ack_bytes(ms(5000), 0, 1);
     let out = outcomes(&mut s);
     assert_eq!(
         out,
@@ -167,7 +167,7 @@ fn test_mtcp_timer_stops_writing_and_aborts_partial_message() {
     assert_eq!(after[1].msg_id, next.0, "the connection is free at once");
     assert_eq!(s.stats().aborted_partial, 1);
     // A late acknowledgement answers `next`, not the aborted message.
-    s.on_ack_bytes(ms(1200), 0, 1);
+    s.handle_ack_bytes(ms(1200), 0, 1);
     assert!(matches!(
         outcomes(&mut s)[..],
         [(id, Outcome::Delivered { .. })] if id == next
@@ -190,8 +190,8 @@ fn test_mtcp_expiry_after_fully_written_ignores_the_late_ack() {
     let recs = drain(&mut s, ms(1000), 0);
     assert_eq!(recs.len(), 1);
     assert_eq!((recs[0].kind, recs[0].msg_id), (RecordKind::Data, b.0));
-    s.on_ack_bytes(ms(1100), 0, 1); // a's acknowledgement: ignored
-    s.on_ack_bytes(ms(1200), 0, 1); // b's
+    s.handle_ack_bytes(ms(1100), 0, 1); // a's acknowledgement: ignored
+    s.handle_ack_bytes(ms(1200), 0, 1); // b's
     let out = outcomes(&mut s);
     assert_eq!(out[0], (a, Outcome::Expired { early: false }));
     assert!(matches!(out[1], (id, Outcome::Delivered { at, .. }) if id == b && at == ms(1200)));
@@ -209,9 +209,9 @@ fn test_bad_arguments_are_errors() {
         s.submit(ms(0), 0, opts(0, None)),
         Err(NaiError::EmptyMessage)
     );
-    assert!(s.poll_write(ms(0), 99, 0).is_none());
-    s.on_ack_bytes(ms(0), 99, 5);
-    s.on_ack_bytes(ms(0), 0, 5);
+    assert!(s.poll_transmit(ms(0), 99, 0).is_none());
+    s.handle_ack_bytes(ms(0), 99, 5);
+    s.handle_ack_bytes(ms(0), 0, 5);
 }
 
 #[derive(Clone, Debug)]
@@ -252,8 +252,8 @@ proptest! {
                         ids.push(id);
                     }
                 }
-                Act::Write(c, u) => while s.poll_write(now, c, u).is_some() {},
-                Act::Ack(c, n) => s.on_ack_bytes(now, c, n),
+                Act::Write(c, u) => while s.poll_transmit(now, c, u).is_some() {},
+                Act::Ack(c, n) => s.handle_ack_bytes(now, c, n),
                 Act::Advance(d) => {
                     now += Duration::from_millis(d);
                     s.handle_timeout(now);
