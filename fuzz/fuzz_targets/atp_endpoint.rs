@@ -28,8 +28,8 @@ fuzz_target!(|data: &[u8]| {
         let peer = format!("10.0.0.{}:4000", head & 3).parse().expect("address");
         server.handle_datagram(now, peer, datagram);
         sent += datagram.len();
-        while let Some((_, n)) = server.poll_transmit(now, &mut buf) {
-            answered += n;
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            answered += t.len;
         }
         while server.poll_event().is_some() {}
         now = now + std::time::Duration::from_millis(u64::from(head));

@@ -17,8 +17,8 @@
 //! spaced by the bottleneck, but on a virtual one (loopback, veth) it crosses as one buffer,
 //! so two datagrams of a packet pair sent in one run arrive with a gap of zero and measure
 //! nothing. Receive-side GRO is turned off; send-side GSO is the caller's choice
-//! ([`UdpIo::new`]): on for a transport that measures no dispersion, off for ATP, whose core
-//! does not (yet) say which of its datagrams may travel together.
+//! ([`UdpIo::new`]), and per datagram the protocol's ([`Datagram::coalesce`]): ATP's core
+//! marks DATA as coalescable and its probes not.
 //!
 //! The sender side never blocks the driver: when the socket's send buffer is full the unsent
 //! datagrams stay queued here ([`UdpIo::stalled`]), the driver keeps reading acknowledgements
@@ -40,6 +40,18 @@ const TX_DATAGRAMS: usize = 64;
 /// The largest GSO super-packet: the payload of one IPv4 datagram.
 const MAX_GSO_BYTES: usize = 65_000;
 
+/// One datagram a driver hands [`UdpIo::send_from`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Datagram {
+    /// Where it goes.
+    pub to: SocketAddr,
+    /// Its length, from the start of the buffer it was written into.
+    pub len: usize,
+    /// Whether it may share a GSO super-packet with neighbours of the same size to the same
+    /// destination (when the socket was made with `gso`); false sends it alone.
+    pub coalesce: bool,
+}
+
 /// A UDP socket with batched, non-blocking sends and batched, timestamped receives.
 #[derive(Debug)]
 pub struct UdpIo {
@@ -56,8 +68,8 @@ pub struct UdpIo {
 #[derive(Debug)]
 struct TxQueue {
     buf: Box<[u8]>,
-    /// (destination, length) of each datagram, in order; offsets are the running sum.
-    items: Vec<(SocketAddr, usize)>,
+    /// Each datagram, in order; offsets are the running sum of lengths.
+    items: Vec<Datagram>,
     /// Bytes in `buf`.
     used: usize,
     /// Items already sent, and their bytes.
@@ -117,13 +129,13 @@ impl UdpIo {
     }
 
     /// Hands the kernel what is queued, then asks `next` for more datagrams (it writes one
-    /// into the buffer it is given and returns its destination and length, or `None` when it
-    /// has nothing to send now) and sends them in batches, until `next` has nothing or the
-    /// socket's buffer is full ([`UdpIo::stalled`]). Send errors other than a full buffer
-    /// lose the datagram, as a network would; the protocol above recovers.
+    /// into the buffer it is given and describes it, or returns `None` when it has nothing to
+    /// send now) and sends them in batches, until `next` has nothing or the socket's buffer
+    /// is full ([`UdpIo::stalled`]). Send errors other than a full buffer lose the datagram,
+    /// as a network would; the protocol above recovers.
     pub fn send_from(
         &mut self,
-        mut next: impl FnMut(&mut [u8]) -> Option<(SocketAddr, usize)>,
+        mut next: impl FnMut(&mut [u8]) -> Option<Datagram>,
     ) -> io::Result<()> {
         loop {
             if !self.send_queued()? {
@@ -135,10 +147,10 @@ impl UdpIo {
                     break;
                 };
                 match next(slot) {
-                    Some((to, n)) => {
-                        let n = n.min(MAX_DATAGRAM_BYTES);
-                        tx.items.push((to, n));
-                        tx.used += n;
+                    Some(d) => {
+                        let len = d.len.min(MAX_DATAGRAM_BYTES);
+                        tx.items.push(Datagram { len, ..d });
+                        tx.used += len;
                     }
                     None => break,
                 }
@@ -163,18 +175,27 @@ impl UdpIo {
         };
         let tx = &mut self.tx;
         while tx.sent_items < tx.items.len() {
-            let (to, seg) = tx.items[tx.sent_items];
-            // A run: same destination, same size; the last may be shorter (GSO's rule).
-            let mut count = 0;
-            let mut bytes = 0;
-            for &(d, n) in &tx.items[tx.sent_items..] {
-                if d != to || n > seg || count == max_segments || bytes + n > MAX_GSO_BYTES {
-                    break;
-                }
-                count += 1;
-                bytes += n;
-                if n < seg {
-                    break;
+            let first = tx.items[tx.sent_items];
+            let (to, seg) = (first.to, first.len);
+            // A run: datagrams that may coalesce, same destination, same size; the last may
+            // be shorter (GSO's rule). One that may not coalesce is a run of its own.
+            let mut count = 1;
+            let mut bytes = seg;
+            if first.coalesce {
+                for d in &tx.items[tx.sent_items + 1..] {
+                    if !d.coalesce
+                        || d.to != to
+                        || d.len > seg
+                        || count == max_segments
+                        || bytes + d.len > MAX_GSO_BYTES
+                    {
+                        break;
+                    }
+                    count += 1;
+                    bytes += d.len;
+                    if d.len < seg {
+                        break;
+                    }
                 }
             }
             let contents = &tx.buf[tx.sent_bytes..tx.sent_bytes + bytes];
@@ -302,7 +323,11 @@ mod tests {
                 buf[..n].fill((k % 251) as u8);
                 buf[..2].copy_from_slice(&(k as u16).to_be_bytes());
                 k += 1;
-                Some((to, n))
+                Some(Datagram {
+                    to,
+                    len: n,
+                    coalesce: k % 5 != 0,
+                })
             })
             .expect("send");
         }
@@ -342,7 +367,11 @@ mod tests {
                 }
                 offered += 1;
                 buf[..1000].fill(1);
-                Some((to, 1000))
+                Some(Datagram {
+                    to,
+                    len: 1000,
+                    coalesce: true,
+                })
             })
             .expect("send never fails on a full buffer");
         }

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::iface::{InterfaceCounters, send_queue_bytes};
-use crate::udp::UdpIo;
+use crate::udp::{Datagram, UdpIo};
 use adaptnet_core::Time;
 use adaptnet_core::atp::endpoint::{
     ConnEvent, ConnectionId, Endpoint, EndpointEvent, EndpointStats,
@@ -233,7 +233,11 @@ impl Driver {
         let (endpoint, clock, last_now) = (&mut self.endpoint, &self.clock, &mut self.last_now);
         self.io.send_from(|buf| {
             *last_now = clock.now().max(*last_now);
-            endpoint.poll_transmit(*last_now, buf)
+            endpoint.poll_transmit(*last_now, buf).map(|t| Datagram {
+                to: t.destination,
+                len: t.len,
+                coalesce: t.coalesce,
+            })
         })
     }
 

@@ -272,9 +272,8 @@ impl AtpEndpoint {
         options: EndpointOptions,
     ) -> Result<AtpEndpoint, Error> {
         let local_addr = socket.local_addr()?;
-        // No GSO: a packet pair sent in one GSO run crosses a virtual link as one buffer and
-        // measures nothing (see `udp`).
-        let io = crate::udp::UdpIo::new(socket, options.socket_buffer_bytes, false)?;
+        // GSO for the DATA core marks coalescable (never for its probes: see `udp`).
+        let io = crate::udp::UdpIo::new(socket, options.socket_buffer_bytes, true)?;
         let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue.max(1));
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
         let driver = driver::Driver::new(io, options, cmd_tx.clone(), in_tx);

@@ -156,13 +156,13 @@ impl AtpConnection {
     /// Writes the next datagram to send into `buf` (at least the configured
     /// `max_datagram_bytes` long) and returns its length. Order: CLOSE, acknowledgements and
     /// probe reports, then this side's ATP output, then a keep-alive PING when quiet.
-    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<usize> {
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<(usize, bool)> {
         if let Some(reason) = self.close_pending.take() {
             let p = SessionRepr::Close {
                 client_id: self.client_id,
                 reason,
             };
-            return p.emit(buf).ok();
+            return p.emit(buf).ok().map(|n| (n, false));
         }
         if self.state == State::Closed {
             return None;
@@ -174,29 +174,33 @@ impl AtpConnection {
         n
     }
 
-    fn next_datagram(&mut self, now: Time, buf: &mut [u8]) -> Option<usize> {
+    /// The next datagram and whether it may be coalesced with its neighbours (DATA only:
+    /// see [`Transmit::coalesce`](super::Transmit::coalesce)).
+    fn next_datagram(&mut self, now: Time, buf: &mut [u8]) -> Option<(usize, bool)> {
         if let Some(d) = self.receiver.poll_transmit(now) {
-            return emit_spp(&d, None, buf);
+            return emit_spp(&d, None, buf).map(|n| (n, false));
         }
         while let Some(d) = self.sender.poll_transmit(now) {
             let payload = match &d.repr {
                 SppRepr::Data(h) => self.sender.payload(h),
                 _ => None,
             };
+            let data = matches!(d.repr, SppRepr::Data(_));
             // A DATA piece of a message submitted by size only has no bytes to send; it
             // cannot happen through the endpoint's API, so such a piece is skipped (and
             // retransmitted as lost, to no avail, until its message ends).
-            if matches!(d.repr, SppRepr::Data(_)) && payload.is_none() {
+            if data && payload.is_none() {
                 continue;
             }
-            return emit_spp(&d, payload, buf);
+            return emit_spp(&d, payload, buf).map(|n| (n, data));
         }
         if self.liveness.ping_due(now) {
             return SessionRepr::Ping {
                 client_id: self.client_id,
             }
             .emit(buf)
-            .ok();
+            .ok()
+            .map(|n| (n, false));
         }
         None
     }

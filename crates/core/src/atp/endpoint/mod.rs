@@ -17,13 +17,13 @@
 //! let mut buf = [0u8; 2048];
 //! // Shuttle datagrams both ways until the handshake is done (a real engine uses sockets).
 //! for _ in 0..4 {
-//!     while let Some((to, n)) = client.poll_transmit(now, &mut buf) {
-//!         assert_eq!(to, server_addr);
-//!         server.handle_datagram(now, client_addr, &buf[..n]);
+//!     while let Some(t) = client.poll_transmit(now, &mut buf) {
+//!         assert_eq!(t.destination, server_addr);
+//!         server.handle_datagram(now, client_addr, &buf[..t.len]);
 //!     }
-//!     while let Some((to, n)) = server.poll_transmit(now, &mut buf) {
-//!         assert_eq!(to, client_addr);
-//!         client.handle_datagram(now, server_addr, &buf[..n]);
+//!     while let Some(t) = server.poll_transmit(now, &mut buf) {
+//!         assert_eq!(t.destination, client_addr);
+//!         client.handle_datagram(now, server_addr, &buf[..t.len]);
 //!     }
 //! }
 //! assert_eq!(client.poll_event(), Some(EndpointEvent::Connected(id)));
@@ -155,6 +155,32 @@ enum Entry {
         /// Server side: an ACCEPT is owed (after the HELLO, or a repeated HELLO).
         accept_due: bool,
     },
+}
+
+/// A datagram [`Endpoint::poll_transmit`] wrote into the caller's buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit {
+    /// Where it goes.
+    pub destination: SocketAddr,
+    /// Its length, from the start of the buffer.
+    pub len: usize,
+    /// Whether the engine may send it coalesced with neighbouring datagrams of the same size
+    /// to the same destination (one UDP GSO super-packet). True for DATA. False for the
+    /// estimator's packet pairs and trains — their arrival gaps are the measurement, and a
+    /// coalesced run crosses a virtual link (loopback, veth) as one buffer with one
+    /// timestamp — and for handshake, acknowledgement and control datagrams (sent alone, for
+    /// simplicity: they are few).
+    pub coalesce: bool,
+}
+
+impl Transmit {
+    fn single(destination: SocketAddr, len: usize) -> Transmit {
+        Transmit {
+            destination,
+            len,
+            coalesce: false,
+        }
+    }
 }
 
 /// An ATP endpoint: handshakes, connections, demultiplexing by peer address.
@@ -381,11 +407,11 @@ impl Endpoint {
     }
 
     /// Writes the next datagram into `buf` (at least `max_datagram_bytes`, 2048 is safe) and
-    /// returns its destination and length. Stateless replies first, then connections in turn.
-    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<(SocketAddr, usize)> {
+    /// says where it goes. Stateless replies first, then connections in turn.
+    pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<Transmit> {
         while let Some((peer, p)) = self.replies.pop_front() {
             if let Ok(n) = p.emit(buf) {
-                return Some((peer, n));
+                return Some(Transmit::single(peer, n));
             }
         }
         let ids: Vec<ConnectionId> = self
@@ -399,20 +425,30 @@ impl Endpoint {
                 continue;
             };
             let n = match entry {
-                Entry::Connecting(hs) => hs.poll_transmit(now).and_then(|p| p.emit(buf).ok()),
+                Entry::Connecting(hs) => hs
+                    .poll_transmit(now)
+                    .and_then(|p| p.emit(buf).ok())
+                    .map(|n| (n, false)),
                 Entry::Open { conn, accept_due } => {
                     if *accept_due {
                         *accept_due = false;
                         let client_id = conn.client_id();
-                        SessionRepr::Accept { client_id }.emit(buf).ok()
+                        SessionRepr::Accept { client_id }
+                            .emit(buf)
+                            .ok()
+                            .map(|n| (n, false))
                     } else {
                         conn.poll_transmit(now, buf)
                     }
                 }
             };
-            if let Some(n) = n {
+            if let Some((len, coalesce)) = n {
                 self.cursor = id.0.wrapping_add(1);
-                return Some((*peer, n));
+                return Some(Transmit {
+                    destination: *peer,
+                    len,
+                    coalesce,
+                });
             }
         }
         None

@@ -54,14 +54,14 @@ impl Wire {
         let delay = Duration::from_millis(10);
         loop {
             let mut any = false;
-            while let Some((to, n)) = self.client.poll_transmit(self.now, &mut buf) {
-                assert_eq!(to, addr(S));
-                self.send(true, buf[..n].to_vec(), delay);
+            while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
+                assert_eq!(t.destination, addr(S));
+                self.send(true, buf[..t.len].to_vec(), delay);
                 any = true;
             }
-            while let Some((to, n)) = self.server.poll_transmit(self.now, &mut buf) {
-                assert_eq!(to, addr(C));
-                self.send(false, buf[..n].to_vec(), delay);
+            while let Some(t) = self.server.poll_transmit(self.now, &mut buf) {
+                assert_eq!(t.destination, addr(C));
+                self.send(false, buf[..t.len].to_vec(), delay);
                 any = true;
             }
             while let Some(e) = self.client.poll_event() {
@@ -173,11 +173,11 @@ fn handshake_uses_a_retry_and_allocates_nothing_before() {
     w.client.connect(w.now, addr(S), 5).expect("connect");
     // First HELLO: the server answers statelessly.
     let mut buf = [0u8; 2048];
-    let (_, n) = w.client.poll_transmit(w.now, &mut buf).expect("hello");
+    let n = w.client.poll_transmit(w.now, &mut buf).expect("hello").len;
     w.server.handle_datagram(w.now, addr(C), &buf[..n]);
     assert_eq!(w.server.connection_count(), 0);
     assert_eq!(w.server.stats().retries_sent, 1);
-    let (_, m) = w.server.poll_transmit(w.now, &mut buf).expect("retry");
+    let m = w.server.poll_transmit(w.now, &mut buf).expect("retry").len;
     assert!(m < n, "retry ({m} B) smaller than hello ({n} B)");
     let (c, s) = connected(&mut Wire::new(0.0));
     assert_eq!((c.0, s.0), (0, 0));
@@ -323,8 +323,8 @@ fn strangers_get_no_state_and_no_amplification() {
     for _ in 0..100 {
         server.handle_datagram(now, peer, &f);
         sent += f.len();
-        while let Some((_, n)) = server.poll_transmit(now, &mut buf) {
-            received += n;
+        while let Some(t) = server.poll_transmit(now, &mut buf) {
+            received += t.len;
         }
     }
     assert_eq!(server.connection_count(), 0);
