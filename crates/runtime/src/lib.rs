@@ -13,6 +13,10 @@
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
+//! * [`cm`]: the Congestion Manager for applications — one per process, shared by every flow
+//!   to a destination host (application flows and CM-delegated streams), `open`/`request`/
+//!   grants/`notify`/`update`/`query`/`close`/`change_rate`, probes between hosts over UDP;
+//! * [`stream`]: core's TCP over UDP as `AsyncRead + AsyncWrite`, NewReno or CM-delegated.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
@@ -42,6 +46,7 @@
 
 pub mod atp;
 pub mod clock;
+pub mod cm;
 pub mod env;
 pub mod iface;
 pub mod naitcp;

@@ -1,19 +1,23 @@
-//! The endpoint's driver: one task on its own thread owns the socket, every stream's core
-//! [`Connection`] and byte buffers, and (with [`Congestion::Cm`]) the endpoint's CM. After any
-//! input it services everything: CM timers and events, then each stream — take new bytes
-//! from the writer, free acknowledged ones, hand delivered ones to the reader, fire timers,
-//! drain `poll_transmit` and `poll_event` — and sleeps until the earliest `poll_timeout`.
+//! The endpoint's driver: one task owns the socket and every stream's core [`Connection`]
+//! and byte buffers; with [`Congestion::Cm`] it runs on the process CM's thread and its
+//! streams' controllers use that CM. After any input it services every stream — take new
+//! bytes from the writer, free acknowledged ones, hand delivered ones to the reader, fire
+//! timers, drain `poll_transmit` and `poll_event` — then the CM's events, and sleeps until the
+//! earliest `poll_timeout` (the CM's own timers run in the CM host's task, which wakes the
+//! driver when one of its streams is granted).
 
 use super::StreamStats;
 use super::ring::Ring;
-use super::{Command, Congestion, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
+use super::{Command, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
 use crate::clock::Clock;
+use crate::cm::host::{HostShared, Route};
 use adaptnet_core::Time;
-use adaptnet_core::cm::{CmController, CmHandle, CongestionManager, FlowId, FlowKey, PeerAddr};
+use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
 use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr, seq};
 use rand::RngExt;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -53,6 +57,8 @@ pub(super) struct Driver {
     options: StreamOptions,
     clock: Clock,
     cm: Option<CmHandle>,
+    /// The process CM's host (CM-delegated endpoints only).
+    host: Option<Rc<HostShared>>,
     slots: HashMap<Key, Slot>,
     incoming: mpsc::Sender<StreamConn>,
     kick: Arc<Notify>,
@@ -69,17 +75,18 @@ impl Driver {
         socket: std::net::UdpSocket,
         options: StreamOptions,
         incoming: mpsc::Sender<StreamConn>,
+        host: Option<Rc<HostShared>>,
     ) -> std::io::Result<Driver> {
         let socket = tokio::net::UdpSocket::from_std(socket)?;
-        let cm = match &options.congestion {
-            Congestion::NewReno => None,
-            Congestion::Cm(config) => Some(CmHandle::new(CongestionManager::new(config.clone()))),
-        };
+        // One clock for the CM and every driver that calls it: its inputs' `now` must not
+        // go backwards.
+        let clock = host.as_ref().map_or_else(Clock::new, |h| h.clock);
         Ok(Driver {
             socket,
             options,
-            clock: Clock::new(),
-            cm,
+            clock,
+            cm: host.as_ref().map(|h| h.cm.clone()),
+            host,
             slots: HashMap::new(),
             incoming,
             kick: Arc::new(Notify::new()),
@@ -132,15 +139,30 @@ impl Driver {
                 break;
             }
         }
+        let now = self.clock.now();
         for slot in self.slots.values() {
             let mut s = lock(&slot.shared);
             s.aborted = true;
             s.wake_all();
+            drop(s);
+            if let Some(flow) = slot.flow {
+                self.close_flow(now, flow);
+            }
+        }
+    }
+
+    /// `cm_close` for a stream's flow, and no more events for it.
+    fn close_flow(&self, now: Time, flow: FlowId) {
+        if let (Some(host), Some(cm)) = (&self.host, &self.cm) {
+            host.unroute(flow);
+            let _ = cm.borrow_mut().close(now, flow);
+            host.wake.notify_one();
         }
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        let mut t = self.cm.as_ref().and_then(|cm| cm.borrow().poll_timeout());
+        // The CM's timers are the CM host's; it wakes this driver for its streams' grants.
+        let mut t: Option<Time> = None;
         for slot in self.slots.values() {
             let next = slot.conn.poll_timeout();
             let linger = slot.done_at.map(|d| d + self.options.linger);
@@ -173,6 +195,9 @@ impl Driver {
             let flow_key = FlowKey((u64::from(key.1) << 16) | u64::from(key.2));
             if let Ok((cc, flow)) = CmController::open(cm, now, PeerAddr::from(peer.ip()), flow_key)
             {
+                if let Some(host) = &self.host {
+                    host.route(flow, Route::Stream(self.kick.clone()));
+                }
                 return (cc, Some(flow));
             }
             tracing::warn!("cm_open refused: the stream runs NewReno");
@@ -328,21 +353,15 @@ impl Driver {
         keys
     }
 
-    /// Fires the CM's due timers and drains its events; returns whether any was a grant.
-    /// Stream flows take their feedback from ACKs: the CM sends no probes for them.
+    /// Runs the CM's due timers and routes its events (grants to other drivers' streams
+    /// wake those drivers, an application flow's go to its handle); returns whether one of
+    /// this driver's streams was granted. The CM host re-arms its timer afterwards.
     fn service_cm(&mut self, now: Time) -> bool {
-        let Some(cm) = &self.cm else {
+        let Some(host) = &self.host else {
             return false;
         };
-        let mut cm = cm.borrow_mut();
-        if cm.poll_timeout().is_some_and(|t| t <= now) {
-            cm.handle_timeout(now);
-        }
-        while cm.poll_transmit(now).is_some() {}
-        let mut granted = false;
-        while let Some(ev) = cm.poll_event() {
-            granted |= matches!(ev, adaptnet_core::cm::CmEvent::Grant { .. });
-        }
+        let granted = host.pump(now, Some(&self.kick));
+        host.wake.notify_one();
         granted
     }
 
@@ -477,8 +496,8 @@ impl Driver {
             }
         }
         if slot.done_at.is_some_and(|d| now >= d + self.options.linger) {
-            if let (Some(cm), Some(flow)) = (&self.cm, slot.flow) {
-                let _ = cm.borrow_mut().close(now, flow);
+            if let Some(flow) = slot.flow {
+                self.close_flow(now, flow);
             }
             self.slots.remove(&key);
         }

@@ -8,13 +8,14 @@
 //! `seq − ISS − 1`) and a bounded receive reassembly buffer by offset from which the bytes
 //! up to `bytes_delivered` are handed to the reader. The runtime makes no congestion
 //! decision: each endpoint runs either core's NewReno or a
-//! [`CmController`](adaptnet_core::cm::CmController) on one
-//! [`CongestionManager`](adaptnet_core::cm::CongestionManager) per endpoint, with one macroflow per destination host shared by
-//! every stream to it ([`Congestion::Cm`]).
+//! [`CmController`](adaptnet_core::cm::CmController) on the process's CM ([`crate::cm`]),
+//! with one macroflow per destination host shared by every stream to it — and by the
+//! process's other CM flows to that host ([`Congestion::Cm`]).
 //!
-//! One [`StreamEndpoint`] owns a UDP socket and a driver running on its own thread (core's
-//! CM handle is single-threaded, `Rc<RefCell>`, so the driver is pinned to one thread with a
-//! current-thread tokio runtime). Handles talk to it through a bounded command channel and
+//! One [`StreamEndpoint`] owns a UDP socket and a driver task. Core's CM handle is
+//! single-threaded (`Rc<RefCell>`), so a CM-delegated endpoint's driver runs on the CM host's
+//! thread, beside the CM; a NewReno endpoint's on a thread of its own with a current-thread
+//! tokio runtime. Handles talk to the driver through a bounded command channel and
 //! per-connection shared buffers; they work from any runtime.
 //!
 //! # Bounds
@@ -47,7 +48,6 @@
 mod driver;
 mod ring;
 
-use adaptnet_core::cm::CmConfig;
 use adaptnet_core::tcp::TcpConfig;
 use std::collections::VecDeque;
 use std::io;
@@ -78,6 +78,9 @@ pub enum Error {
     /// The endpoint has stopped.
     #[error("endpoint closed")]
     Closed,
+    /// The process CM could not be started or reached.
+    #[error("{0}")]
+    Cm(#[from] crate::cm::Error),
 }
 
 /// Which congestion control the endpoint's streams use.
@@ -85,9 +88,10 @@ pub enum Error {
 pub enum Congestion {
     /// Core's NewReno, one window per stream.
     NewReno,
-    /// TCP/CM (papers/003 §3.2.1): one core CM per endpoint; every stream to the same
-    /// destination host shares that host's macroflow (one window).
-    Cm(CmConfig),
+    /// TCP/CM (papers/003 §3.2.1): the process's CM ([`crate::cm::Cm::global`]); every
+    /// stream to the same destination host shares that host's macroflow (one window) with
+    /// the process's other CM flows to it.
+    Cm,
 }
 
 /// How to bind a stream endpoint.
@@ -145,10 +149,10 @@ impl StreamOptions {
         }
     }
 
-    /// The same options with CM-delegated congestion control (default CM parameters).
+    /// The same options with CM-delegated congestion control (the process CM).
     pub fn with_cm(self) -> StreamOptions {
         StreamOptions {
-            congestion: Congestion::Cm(CmConfig::default()),
+            congestion: Congestion::Cm,
             ..self
         }
     }
@@ -213,19 +217,33 @@ impl StreamEndpoint {
         let (cmd_tx, cmd_rx) = mpsc::channel(64);
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
         let (stop_tx, stop_rx) = oneshot::channel();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name(format!("adaptnet-stream {local_addr}"))
-            .spawn(move || {
-                rt.block_on(async move {
-                    match driver::Driver::new(socket, options, in_tx) {
-                        Ok(d) => d.run(cmd_rx, stop_rx).await,
-                        Err(e) => tracing::error!("stream endpoint: {e}"),
-                    }
-                });
-            })?;
+        match options.congestion {
+            Congestion::Cm => {
+                crate::cm::Cm::global()?.spawn(move |host| {
+                    tokio::task::spawn_local(async move {
+                        match driver::Driver::new(socket, options, in_tx, Some(host)) {
+                            Ok(d) => d.run(cmd_rx, stop_rx).await,
+                            Err(e) => tracing::error!("stream endpoint: {e}"),
+                        }
+                    });
+                })?;
+            }
+            Congestion::NewReno => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                std::thread::Builder::new()
+                    .name(format!("adaptnet-stream {local_addr}"))
+                    .spawn(move || {
+                        rt.block_on(async move {
+                            match driver::Driver::new(socket, options, in_tx, None) {
+                                Ok(d) => d.run(cmd_rx, stop_rx).await,
+                                Err(e) => tracing::error!("stream endpoint: {e}"),
+                            }
+                        });
+                    })?;
+            }
+        }
         Ok(StreamEndpoint {
             cmd: cmd_tx,
             incoming: tokio::sync::Mutex::new(in_rx),
