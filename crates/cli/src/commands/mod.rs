@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod bench;
+pub mod bulk;
 pub mod events;
 pub mod exp;
 pub mod loopback_bench;
