@@ -127,3 +127,52 @@ async fn two_streams_under_one_cm_both_complete() {
         assert_eq!(hash(g), hash(&data));
     }
 }
+
+/// `Congestion::Adtcp` on both ends (papers/004): bytes arrive exactly through losses, the
+/// client's data carry ADTCP send times and the server's ACKs carry its state reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adtcp_streams_carry_the_option_both_ways_and_arrive_byte_exact() {
+    let data = pattern(1 << 20, 4);
+    let lossy = |mut o: StreamOptions| {
+        o.core.sack = true;
+        o.drop_every_nth_sent = Some(100);
+        o
+    };
+    let server = StreamEndpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        lossy(StreamOptions::server().with_adtcp()),
+    )
+    .unwrap();
+    let client = StreamEndpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        lossy(StreamOptions::client().with_adtcp()),
+    )
+    .unwrap();
+    let mut out = client.connect(server.local_addr()).await.expect("connect");
+    let d = data.clone();
+    let writer = tokio::spawn(async move {
+        out.write_all(&d).await.expect("write");
+        out.shutdown().await.expect("shutdown");
+    });
+    let mut incoming = server.accept().await.expect("accept");
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(120), incoming.read_to_end(&mut got))
+        .await
+        .expect("transfer within 120 s")
+        .expect("read");
+    writer.await.unwrap();
+    assert_eq!(hash(&got), hash(&data));
+    let (cs, ss) = (client.stats().await.unwrap(), server.stats().await.unwrap());
+    assert!(
+        cs.injected_drops > 0 && ss.injected_drops > 0,
+        "losses both ways"
+    );
+    assert!(
+        cs.adtcp_options_received * 2 > cs.datagrams_received,
+        "reports on the server's ACKs: {cs:?}"
+    );
+    assert!(
+        ss.adtcp_options_received * 2 > ss.datagrams_received,
+        "send times on the client's data: {ss:?}"
+    );
+}

@@ -202,6 +202,12 @@ impl Driver {
             }
             tracing::warn!("cm_open refused: the stream runs NewReno");
         }
+        if let super::Congestion::Adtcp(config) = self.options.congestion {
+            return (
+                adaptnet_core::adtcp::AdtcpSender::for_tcp(&self.options.core, config),
+                None,
+            );
+        }
         (Connection::newreno(&self.options.core), None)
     }
 
@@ -265,6 +271,9 @@ impl Driver {
             self.stats.malformed += 1;
             return;
         };
+        if repr.adtcp.is_some() {
+            self.stats.adtcp_options_received += 1;
+        }
         let key = (from, repr.dst_port, repr.src_port);
         if !self.slots.contains_key(&key) {
             self.maybe_accept(now, from, key, &repr);

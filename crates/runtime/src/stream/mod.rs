@@ -92,6 +92,14 @@ pub enum Congestion {
     /// stream to the same destination host shares that host's macroflow (one window) with
     /// the process's other CM flows to it.
     Cm,
+    /// ADTCP (papers/004): core's [`AdtcpSender`](adaptnet_core::adtcp::AdtcpSender)
+    /// policy reacts to the network state the receiver identifies (congestion, channel
+    /// error, route change, disconnection) and reports in the ADTCP option. The endpoint
+    /// also speaks the option (`core.adtcp` is set): its data carry send times, and as a
+    /// receiver it identifies and reports. The peer must speak it as well
+    /// ([`StreamOptions::with_adtcp`] on the server) for reports to come back; without them
+    /// the policy is NewReno.
+    Adtcp(adaptnet_core::adtcp::SenderConfig),
 }
 
 /// How to bind a stream endpoint.
@@ -149,6 +157,19 @@ impl StreamOptions {
         }
     }
 
+    /// The same options with the ADTCP policy and option (default sender parameters); use
+    /// it on both ends.
+    pub fn with_adtcp(self) -> StreamOptions {
+        StreamOptions {
+            congestion: Congestion::Adtcp(adaptnet_core::adtcp::SenderConfig::default()),
+            core: TcpConfig {
+                adtcp: true,
+                ..self.core
+            },
+            ..self
+        }
+    }
+
     /// The same options with CM-delegated congestion control (the process CM).
     pub fn with_cm(self) -> StreamOptions {
         StreamOptions {
@@ -173,6 +194,9 @@ pub struct StreamStats {
     pub datagrams_sent: u64,
     /// Datagrams received.
     pub datagrams_received: u64,
+    /// Segments received carrying the ADTCP option (papers/004): reports on ACKs, send
+    /// times on data.
+    pub adtcp_options_received: u64,
 }
 
 /// Requests from handles to the driver.
@@ -228,7 +252,7 @@ impl StreamEndpoint {
                     });
                 })?;
             }
-            Congestion::NewReno => {
+            Congestion::NewReno | Congestion::Adtcp(_) => {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()?;
