@@ -13,6 +13,8 @@ use crate::clock::Clock;
 use crate::cm::host::{HostShared, Route};
 use adaptnet_core::Time;
 use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
+use adaptnet_core::session::token::TokenConfig;
+use adaptnet_core::tcp::cookie::SynCookies;
 use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr, seq};
 use rand::RngExt;
 use std::collections::{HashMap, VecDeque};
@@ -68,6 +70,8 @@ pub(super) struct Driver {
     sent_count: u64,
     /// Service rounds so far (rotates the service order).
     rounds: usize,
+    /// A listening endpoint's SYN cookies (a fresh secret per endpoint).
+    cookies: SynCookies,
 }
 
 impl Driver {
@@ -95,6 +99,7 @@ impl Driver {
             stats: StreamStats::default(),
             sent_count: 0,
             rounds: 0,
+            cookies: SynCookies::new(TokenConfig::new(rand::rng().random())),
         })
     }
 
@@ -233,7 +238,9 @@ impl Driver {
         let now = self.clock.now();
         match cmd {
             Command::Stats { reply } => {
-                let _ = reply.send(self.stats);
+                let mut stats = self.stats;
+                stats.open_streams = self.slots.len() as u64;
+                let _ = reply.send(stats);
             }
             Command::Connect { peer, reply } => {
                 if self.slots.len() >= self.options.max_connections {
@@ -275,8 +282,7 @@ impl Driver {
             self.stats.adtcp_options_received += 1;
         }
         let key = (from, repr.dst_port, repr.src_port);
-        if !self.slots.contains_key(&key) {
-            self.maybe_accept(now, from, key, &repr);
+        if !self.slots.contains_key(&key) && !self.maybe_accept(now, from, key, &repr) {
             return;
         }
         let Some(slot) = self.slots.get_mut(&key) else {
@@ -299,24 +305,46 @@ impl Driver {
         slot.conn.handle_segment(now, &repr, payload_len);
     }
 
-    fn maybe_accept(&mut self, now: Time, from: SocketAddr, key: Key, repr: &TcpRepr) {
-        if !repr.flags.syn || repr.flags.ack {
+    /// A segment for no stream. A listening endpoint keeps no state for a SYN: it answers
+    /// with a SYN-ACK whose ISS is a SYN cookie (core's `tcp::cookie`), and allocates the
+    /// stream only for an ACK that echoes one (issue 9 item 6). Returns whether a stream was
+    /// allocated (the segment is then handled as the stream's).
+    fn maybe_accept(&mut self, now: Time, from: SocketAddr, key: Key, repr: &TcpRepr) -> bool {
+        let listening = self.options.server && repr.dst_port == LISTEN_PORT;
+        if repr.flags.syn && !repr.flags.ack {
+            if !listening || self.slots.len() >= self.options.max_connections {
+                self.stats.refused += 1;
+            } else if let Some(seg) = self.cookies.answer(now, from, repr, &self.options.core) {
+                let mut dgram = vec![0u8; seg.repr.buffer_len()];
+                if let Ok(n) = seg.repr.emit(&mut dgram) {
+                    dgram.truncate(n);
+                    self.out.push_back((from, dgram));
+                    self.stats.cookies_sent += 1;
+                }
+            }
+            return false;
+        }
+        if !listening || repr.flags.syn || repr.flags.rst || !repr.flags.ack {
             self.stats.unknown += 1;
-            return;
+            return false;
         }
-        if !self.options.server
-            || repr.dst_port != LISTEN_PORT
-            || self.slots.len() >= self.options.max_connections
-        {
+        if self.slots.len() >= self.options.max_connections {
             self.stats.refused += 1;
-            return;
+            return false;
         }
-        let iss: u32 = rand::rng().random();
         let (cc, flow) = self.controller(now, from, key);
-        let conn = Connection::accept(self.options.core.clone(), repr, iss, cc);
-        let mut slot = self.new_slot(conn, iss, Some(repr.seq), flow);
+        let Some(conn) = self.cookies.accept(now, from, repr, &self.options.core, cc) else {
+            self.stats.unknown += 1;
+            if let Some(flow) = flow {
+                self.close_flow(now, flow);
+            }
+            return false;
+        };
+        let iss = repr.ack.wrapping_sub(1);
+        let mut slot = self.new_slot(conn, iss, Some(repr.seq.wrapping_sub(1)), flow);
         slot.incoming = true;
         self.slots.insert(key, slot);
+        true
     }
 
     /// Runs the CM's due timers, then every stream, then drains the CM again; repeats while

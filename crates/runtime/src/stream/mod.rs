@@ -26,7 +26,10 @@
 //! * connections: [`StreamOptions::max_connections`]; accepted but not yet taken:
 //!   [`StreamOptions::accept_queue`] (beyond, refused).
 //!
-//! Not yet here (issue 9 item 6): a server allocates state on the first SYN (no cookie).
+//! A listening endpoint allocates nothing for a SYN: it answers with a SYN cookie (core's
+//! [`tcp::cookie`](adaptnet_core::tcp::cookie), the session tokens' HMAC) and allocates the
+//! stream when an ACK echoes it — an unvalidated peer is sent one SYN-ACK per SYN, no larger
+//! than 3× it (issue 9 item 6).
 //!
 //! ```no_run
 //! use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
@@ -188,6 +191,10 @@ pub struct StreamStats {
     pub unknown: u64,
     /// SYNs refused (not a server, too many streams, accept queue full).
     pub refused: u64,
+    /// SYNs answered with a SYN cookie (no state kept).
+    pub cookies_sent: u64,
+    /// Streams open now (allocated state).
+    pub open_streams: u64,
     /// Datagrams dropped by [`StreamOptions::drop_every_nth_sent`].
     pub injected_drops: u64,
     /// Datagrams sent.
