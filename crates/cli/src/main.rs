@@ -37,6 +37,28 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Bulk throughput to an `adaptnet serve` (iperf3-shaped): per-second table, per-flow
+    /// summary, Jain's index across flows.
+    Bulk {
+        /// The server's address (its base port P; stream and TCP use P+1).
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        /// Transport: atp, stream (core TCP over UDP) or tcp (kernel).
+        #[arg(long, default_value = "stream")]
+        transport: commands::bulk::BulkTransport,
+        /// Parallel flows.
+        #[arg(short = 'P', long = "parallel", default_value_t = 1)]
+        parallel: usize,
+        /// Stream flows share the process's Congestion Manager.
+        #[arg(long)]
+        cm: bool,
+        /// Seconds each flow sends.
+        #[arg(short = 't', long, default_value_t = 10.0)]
+        time: f64,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a Table-2-style message workload to an `adaptnet serve` over a real network.
     Send {
         /// The server's address.
@@ -146,6 +168,23 @@ fn main() -> ExitCode {
         Command::Serve { listen, time, json } => {
             seconds(time).and_then(|d| commands::real::serve(listen, d, json))
         }
+        Command::Bulk {
+            to,
+            transport,
+            parallel,
+            cm,
+            time,
+            json,
+        } => seconds(Some(time)).and_then(|d| {
+            commands::bulk::bulk(&commands::bulk::BulkArgs {
+                to,
+                transport,
+                flows: parallel,
+                cm,
+                duration: d.unwrap_or_default(),
+                json,
+            })
+        }),
         Command::Send {
             to,
             workload,

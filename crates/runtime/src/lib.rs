@@ -18,6 +18,10 @@
 //!   arrival time.
 //! * [`netns`]: two hosts on one machine (a namespace and a veth pair, shaped with `tbf`) for
 //!   the namespace tests and benchmarks.
+//! * [`cm`]: the Congestion Manager for applications — one per process, shared by every flow
+//!   to a destination host (application flows and CM-delegated streams), `open`/`request`/
+//!   grants/`notify`/`update`/`query`/`close`/`change_rate`, probes between hosts over UDP;
+//! * [`stream`]: core's TCP over UDP as `AsyncRead + AsyncWrite`, NewReno or CM-delegated.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
 //!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
@@ -47,6 +51,7 @@
 
 pub mod atp;
 pub mod clock;
+pub mod cm;
 pub mod env;
 pub mod iface;
 pub mod naitcp;

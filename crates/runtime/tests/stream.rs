@@ -127,3 +127,132 @@ async fn two_streams_under_one_cm_both_complete() {
         assert_eq!(hash(g), hash(&data));
     }
 }
+
+/// `Congestion::Adtcp` on both ends (papers/004): bytes arrive exactly through losses, the
+/// client's data carry ADTCP send times and the server's ACKs carry its state reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adtcp_streams_carry_the_option_both_ways_and_arrive_byte_exact() {
+    let data = pattern(1 << 20, 4);
+    let lossy = |mut o: StreamOptions| {
+        o.core.sack = true;
+        o.drop_every_nth_sent = Some(100);
+        o
+    };
+    let server = StreamEndpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        lossy(StreamOptions::server().with_adtcp()),
+    )
+    .unwrap();
+    let client = StreamEndpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        lossy(StreamOptions::client().with_adtcp()),
+    )
+    .unwrap();
+    let mut out = client.connect(server.local_addr()).await.expect("connect");
+    let d = data.clone();
+    let writer = tokio::spawn(async move {
+        out.write_all(&d).await.expect("write");
+        out.shutdown().await.expect("shutdown");
+    });
+    let mut incoming = server.accept().await.expect("accept");
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(120), incoming.read_to_end(&mut got))
+        .await
+        .expect("transfer within 120 s")
+        .expect("read");
+    writer.await.unwrap();
+    assert_eq!(hash(&got), hash(&data));
+    let (cs, ss) = (client.stats().await.unwrap(), server.stats().await.unwrap());
+    assert!(
+        cs.injected_drops > 0 && ss.injected_drops > 0,
+        "losses both ways"
+    );
+    assert!(
+        cs.adtcp_options_received * 2 > cs.datagrams_received,
+        "reports on the server's ACKs: {cs:?}"
+    );
+    assert!(
+        ss.adtcp_options_received * 2 > ss.datagrams_received,
+        "send times on the client's data: {ss:?}"
+    );
+}
+
+/// Issue 9 item 6: a listening endpoint keeps no state for SYNs — each gets a SYN cookie
+/// SYN-ACK, no larger than 3× the SYN — and none for ACKs that echo no cookie of its own;
+/// a real client's handshake still completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_keeps_no_state_before_a_cookie_is_echoed() {
+    use adaptnet_core::tcp::{Flags, TcpRepr};
+    use adaptnet_runtime::stream::LISTEN_PORT;
+    let server =
+        StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::server()).unwrap();
+    let flood = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    let segment = |i: u16, flags: Flags, ack: u32| {
+        let repr = TcpRepr {
+            src_port: 1000 + i,
+            dst_port: LISTEN_PORT,
+            seq: 0x1234_0000 ^ u32::from(i),
+            ack,
+            flags,
+            window: 65_535,
+            mss: flags.syn.then_some(1400),
+            window_scale: flags.syn.then_some(7),
+            sack_permitted: flags.syn,
+            sack: adaptnet_core::tcp::SackBlocks::EMPTY,
+            timestamps: None,
+            adtcp: None,
+        };
+        let mut buf = vec![0u8; repr.buffer_len()];
+        let n = repr.emit(&mut buf).unwrap();
+        buf.truncate(n);
+        buf
+    };
+    let syn = Flags {
+        syn: true,
+        ..Flags::default()
+    };
+    let (mut sent, mut answered) = (0usize, 0usize);
+    for i in 0..200 {
+        let d = segment(i, syn, 0);
+        sent += d.len();
+        flood.send_to(&d, server.local_addr()).await.unwrap();
+    }
+    // ACKs that echo nothing the server chose (a guessed ISS).
+    let ack = Flags {
+        ack: true,
+        ..Flags::default()
+    };
+    for i in 0..50 {
+        let d = segment(i, ack, 0xdead_beef ^ u32::from(i));
+        sent += d.len();
+        flood.send_to(&d, server.local_addr()).await.unwrap();
+    }
+    let mut buf = [0u8; 2048];
+    while let Ok(Ok(n)) =
+        tokio::time::timeout(Duration::from_millis(300), flood.recv(&mut buf)).await
+    {
+        answered += n;
+    }
+    let stats = server.stats().await.unwrap();
+    assert_eq!(stats.cookies_sent, 200, "{stats:?}");
+    assert_eq!(
+        stats.open_streams, 0,
+        "no state for SYNs or guessed ACKs: {stats:?}"
+    );
+    assert_eq!(stats.unknown, 50, "{stats:?}");
+    assert!(
+        answered > 0 && answered <= 3 * sent,
+        "{answered} B for {sent} B"
+    );
+    // A real client's handshake completes and its bytes arrive.
+    let client =
+        StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::client()).unwrap();
+    let mut out = client.connect(server.local_addr()).await.expect("connect");
+    out.write_all(b"validated").await.unwrap();
+    out.shutdown().await.unwrap();
+    let mut incoming = server.accept().await.expect("accept");
+    let mut got = Vec::new();
+    incoming.read_to_end(&mut got).await.unwrap();
+    assert_eq!(got, b"validated");
+    assert_eq!(server.stats().await.unwrap().cookies_sent, 201);
+}

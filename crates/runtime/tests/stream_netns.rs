@@ -13,8 +13,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 mod common;
 use common::Link;
 
+/// Seconds each run lasts.
+const SECS: u64 = 6;
+/// Seconds left out of the goodput at the start: slow start's overshoot and its repair (a
+/// retransmission timeout, 1 s at least, is common) are not what the test measures.
+const WARMUP_SECS: u64 = 2;
+
 /// Runs `n` streams from the root namespace to the namespace for `secs` seconds and returns
-/// each stream's goodput (bytes/s) measured after the first second (slow start excluded).
+/// each stream's goodput (bytes/s) measured after [`WARMUP_SECS`].
 async fn run_streams(link: &Link, n: usize, client: StreamOptions, secs: u64) -> Vec<f64> {
     let server =
         StreamEndpoint::from_std(link.socket_inside(), StreamOptions::server()).expect("server");
@@ -52,14 +58,14 @@ async fn run_streams(link: &Link, n: usize, client: StreamOptions, secs: u64) ->
             }
         }));
     }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(Duration::from_secs(WARMUP_SECS)).await;
     let start: Vec<u64> = counters.iter().map(|c| c.load(Ordering::Relaxed)).collect();
-    eprintln!("bytes after 1 s: {start:?}");
-    tokio::time::sleep(Duration::from_secs(secs - 1)).await;
+    eprintln!("bytes after {WARMUP_SECS} s: {start:?}");
+    tokio::time::sleep(Duration::from_secs(secs - WARMUP_SECS)).await;
     let rates = counters
         .iter()
         .zip(start)
-        .map(|(c, s)| (c.load(Ordering::Relaxed) - s) as f64 / (secs - 1) as f64)
+        .map(|(c, s)| (c.load(Ordering::Relaxed) - s) as f64 / (secs - WARMUP_SECS) as f64)
         .collect();
     for t in tasks {
         t.abort();
@@ -67,21 +73,28 @@ async fn run_streams(link: &Link, n: usize, client: StreamOptions, secs: u64) ->
     rates
 }
 
+/// Issue 9 item 5. Regression for the "CM streams stall" (EXPERIMENTS.md): the two streams
+/// used to stop for good after the first second (a grant the driver never used held the
+/// CM's window), and, once that was fixed, to lose 20-35 % of the link to drop-tail lockout
+/// of the stream serviced second.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "KNOWN FAILURE: CM-delegated streams stall after ~0.5 MB on the tbf link (see EXPERIMENTS.md, runtime stream note); run with --ignored"]
 async fn two_cm_streams_share_a_shaped_link_fairly_and_fully() {
     let Some(link) = Link::new("sc", 81) else {
         return;
     };
     link.shape("10mbit");
-    let one = run_streams(&link, 1, StreamOptions::client(), 8).await;
+    // "What one flow alone gets" on the same transport: one CM stream. (A NewReno stream
+    // alone varied 8.2-10.3 Mbit/s over these 4-s windows — an occasional timeout after a
+    // lost fast retransmission, or a burst of held out-of-order bytes — while one CM stream
+    // got 9.58, the link, in every run: see EXPERIMENTS.md.)
+    let one = run_streams(&link, 1, StreamOptions::client().with_cm(), SECS).await;
     let r1 = one[0];
-    let two = run_streams(&link, 2, StreamOptions::client().with_cm(), 8).await;
+    let two = run_streams(&link, 2, StreamOptions::client().with_cm(), SECS).await;
     let (a, b) = (two[0], two[1]);
     let jain = jain_index(&[a, b]);
     let err = ((a + b) - r1).abs() / r1;
     println!(
-        "stream over tbf 10 Mbit/s: one stream R1 = {:.2} Mbit/s; two under one CM: a = {:.2}, \
+        "stream over tbf 10 Mbit/s: one CM stream alone R1 = {:.2} Mbit/s; two under one CM: a = {:.2}, \
          b = {:.2}, sum = {:.2} Mbit/s; Jain = {jain:.4}; |a+b-R1|/R1 = {err:.4}",
         r1 * 8e-6,
         a * 8e-6,

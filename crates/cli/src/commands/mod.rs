@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod env_netns_bench;
+pub mod bulk;
 pub mod events;
 pub mod exp;
 pub mod loopback_bench;

@@ -98,7 +98,7 @@ impl Client {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -106,8 +106,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// `adaptnet serve --listen ADDR`: accepts ATP connections and receives their messages,
-/// printing a line per second; stops after `duration` (if given).
+/// `adaptnet serve --listen HOST:P`: accepts ATP connections (UDP P) and NAI-TCP/MTCP ones
+/// (TCP P) and receives their messages; sinks bulk flows of the stream transport (UDP P+1)
+/// and kernel TCP (TCP P+1) for `adaptnet bulk` (port plan: `commands::bulk`); prints a line
+/// per second; stops after `duration` (if given).
 pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Result<ExitCode> {
     runtime()?.block_on(async move {
         let server = AtpEndpoint::bind(listen, EndpointOptions::server())
@@ -120,6 +122,7 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
             .await
             .with_context(|| format!("binding TCP {}", server.local_addr()))?;
         eprintln!("adaptnet: NAI-TCP/MTCP server listening on {} (TCP)", tcp.local_addr());
+        let bulk_bytes = bulk_sinks(super::bulk::bulk_port(server.local_addr())).await?;
         {
             let tx = tx.clone();
             tokio::spawn(async move {
@@ -133,7 +136,7 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
         let mut bytes = 0u64;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.tick().await;
-        let (mut last_msgs, mut last_bytes) = (0u64, 0u64);
+        let (mut last_msgs, mut last_bytes, mut last_bulk) = (0u64, 0u64, 0u64);
         loop {
             tokio::select! {
                 conn = server.accept() => {
@@ -154,13 +157,15 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
                 }
                 _ = tick.tick() => {
                     let msgs: u64 = per_level.iter().sum();
+                    let bulk = bulk_bytes.load(std::sync::atomic::Ordering::Relaxed);
                     eprintln!(
-                        "{:6.1} s  {:6} messages  {:8.3} Mbit/s",
+                        "{:6.1} s  {:6} messages  {:8.3} Mbit/s  bulk {:8.3} Mbit/s",
                         start.elapsed().as_secs_f64(),
                         msgs - last_msgs,
-                        (bytes - last_bytes) as f64 * 8.0 / 1e6
+                        (bytes - last_bytes) as f64 * 8.0 / 1e6,
+                        (bulk - last_bulk) as f64 * 8.0 / 1e6
                     );
-                    (last_msgs, last_bytes) = (msgs, bytes);
+                    (last_msgs, last_bytes, last_bulk) = (msgs, bytes, bulk);
                     if duration.is_some_and(|d| start.elapsed() >= d) {
                         break;
                     }
@@ -172,6 +177,7 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
             let out = serde_json::json!({
                 "messages_per_level": per_level,
                 "bytes": bytes,
+                "bulk_bytes": bulk_bytes.load(std::sync::atomic::Ordering::Relaxed),
                 "seconds": start.elapsed().as_secs_f64(),
                 "endpoint": stats.core,
             });
@@ -188,6 +194,53 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The bulk sinks of `serve` at `at` (port P+1): the stream transport on UDP and kernel TCP,
+/// each reading and discarding whatever its flows send. Returns the bytes received so far.
+async fn bulk_sinks(at: SocketAddr) -> Result<std::sync::Arc<std::sync::atomic::AtomicU64>> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::AsyncReadExt;
+    let total = std::sync::Arc::new(AtomicU64::new(0));
+    let streams = adaptnet_runtime::stream::StreamEndpoint::bind(
+        at,
+        adaptnet_runtime::stream::StreamOptions::server(),
+    )
+    .with_context(|| format!("binding the stream bulk sink on UDP {at}"))?;
+    eprintln!(
+        "adaptnet: stream bulk sink listening on {} (UDP)",
+        streams.local_addr()
+    );
+    let tcp = tokio::net::TcpListener::bind(at)
+        .await
+        .with_context(|| format!("binding the TCP bulk sink on {at}"))?;
+    eprintln!("adaptnet: TCP bulk sink listening on {at} (TCP)");
+    async fn drain(mut r: impl tokio::io::AsyncRead + Unpin, total: std::sync::Arc<AtomicU64>) {
+        let mut buf = vec![0u8; 64 << 10];
+        while let Ok(n) = r.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+            total.fetch_add(n as u64, Ordering::Relaxed);
+        }
+    }
+    {
+        let total = total.clone();
+        tokio::spawn(async move {
+            while let Some(s) = streams.accept().await {
+                tokio::spawn(drain(s, total.clone()));
+            }
+        });
+    }
+    {
+        let total = total.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = tcp.accept().await {
+                tokio::spawn(drain(s, total.clone()));
+            }
+        });
+    }
+    Ok(total)
 }
 
 /// The messages of workload `name` (from `experiments/nai/table2.params`) or of a file holding

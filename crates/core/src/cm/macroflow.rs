@@ -58,6 +58,13 @@ pub(crate) struct Macroflow {
     pub window_used_bytes: u64,
     /// Open window-limited flows (none: grants skip the per-flow window check).
     pub window_flows: usize,
+    /// Each flow's oldest unused grant, by issue time: the CM lapses grants on its own timer
+    /// (RFC 3124 §3.3: the CM "MUST be robust to applications forgetting to invoke
+    /// cm_notify(stream_info, 0) correctly, or applications that crash or disappear"), so a
+    /// grant its flow never uses stops holding the window of the others.
+    pub grant_lapses: BTreeSet<(Time, FlowId)>,
+    /// The shortest a grant lives (`CmConfig::grant_lifetime_min`).
+    grant_lifetime_min: Duration,
 }
 
 impl Macroflow {
@@ -79,6 +86,8 @@ impl Macroflow {
             armed: None,
             window_used_bytes: 0,
             window_flows: 0,
+            grant_lapses: BTreeSet::new(),
+            grant_lifetime_min: config.grant_lifetime_min,
         }
     }
 
@@ -184,12 +193,26 @@ impl Macroflow {
         Some(self.refilled_at + Duration::from_nanos(crate::convert::f64_u64_sat(wait_ns)))
     }
 
-    /// This macroflow's next deadline: a grant, an aging halving, or a request's latency.
+    /// How long a grant stays valid: RFC 3124 §3.3, "the larger of the round-trip time and
+    /// an implementation-dependent threshold".
+    pub(crate) fn grant_lifetime(&self) -> Duration {
+        self.rate.srtt_or_initial().max(self.grant_lifetime_min)
+    }
+
+    /// When the oldest unused grant of any flow lapses (the first instant past its lifetime).
+    pub(crate) fn next_lapse_at(&self) -> Option<Time> {
+        let (issued, _) = self.grant_lapses.first()?;
+        Some(*issued + self.grant_lifetime() + Duration::from_nanos(1))
+    }
+
+    /// This macroflow's next deadline: a grant, an aging halving, a request's latency, or an
+    /// unused grant's lapse.
     pub(crate) fn next_deadline(&mut self) -> Option<Time> {
         [
             self.next_grant_at(),
             self.rate.next_aging_at(),
             self.sched.next_deadline(),
+            self.next_lapse_at(),
         ]
         .into_iter()
         .flatten()

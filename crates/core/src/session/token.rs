@@ -33,7 +33,8 @@ impl TokenConfig {
         }
     }
 
-    fn epoch(&self, now: Time) -> u32 {
+    /// The token epoch `now` falls in (tokens count [`TokenConfig::lifetime`] periods).
+    pub(crate) fn epoch(&self, now: Time) -> u32 {
         let period = crate::time::duration_nanos(self.lifetime).max(1);
         u32::try_from(now.as_nanos() / period).unwrap_or(u32::MAX)
     }
@@ -50,6 +51,19 @@ impl TokenConfig {
         mac.update(&client_id.to_be_bytes());
         mac.update(&epoch.to_be_bytes());
         Some(mac)
+    }
+
+    /// The first 32 bits of this key's MAC over `peer`, `client_id` and `epoch`: the compact
+    /// form of a token for places with no room for [`TOKEN_BYTES`] (a TCP initial sequence
+    /// number, see `tcp::cookie`).
+    pub(crate) fn tag32(&self, peer: SocketAddr, client_id: u64, epoch: u32) -> u32 {
+        let mut w = [0u8; 4];
+        if let Some(mac) = self.mac(peer, client_id, epoch) {
+            for (d, b) in w.iter_mut().zip(mac.finalize().into_bytes().iter()) {
+                *d = *b;
+            }
+        }
+        u32::from_be_bytes(w)
     }
 
     /// A token for `peer` asking with `client_id` at `now`.

@@ -24,6 +24,7 @@
 //! ```
 //! `poll_transmit` must be drained after *every* input, including `write` and timeouts.
 
+pub mod cookie;
 pub mod options;
 mod ranges;
 mod recv;

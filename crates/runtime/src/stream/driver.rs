@@ -1,24 +1,33 @@
-//! The endpoint's driver: one task on its own thread owns the socket, every stream's core
-//! [`Connection`] and byte buffers, and (with [`Congestion::Cm`]) the endpoint's CM. After any
-//! input it services everything: CM timers and events, then each stream — take new bytes
-//! from the writer, free acknowledged ones, hand delivered ones to the reader, fire timers,
-//! drain `poll_transmit` and `poll_event` — and sleeps until the earliest `poll_timeout`.
+//! The endpoint's driver: one task owns the socket and every stream's core [`Connection`]
+//! and byte buffers; with [`Congestion::Cm`] it runs on the process CM's thread and its
+//! streams' controllers use that CM. After any input it services every stream — take new
+//! bytes from the writer, free acknowledged ones, hand delivered ones to the reader, fire
+//! timers, drain `poll_transmit` and `poll_event` — then the CM's events, and sleeps until the
+//! earliest `poll_timeout` (the CM's own timers run in the CM host's task, which wakes the
+//! driver when one of its streams is granted).
 
 use super::StreamStats;
 use super::ring::Ring;
-use super::{Command, Congestion, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
+use super::{Command, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
 use crate::clock::Clock;
+use crate::cm::host::{HostShared, Route};
 use adaptnet_core::Time;
-use adaptnet_core::cm::{CmController, CmHandle, CongestionManager, FlowId, FlowKey, PeerAddr};
+use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
+use adaptnet_core::session::token::TokenConfig;
+use adaptnet_core::tcp::cookie::SynCookies;
 use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr, seq};
 use rand::RngExt;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc, oneshot};
 
 /// Datagrams read per wake-up before servicing (bounds one unit of work).
 const RECV_BATCH: usize = 64;
+/// Service rounds (every stream polled) per wake-up while the CM keeps granting; beyond,
+/// the driver wakes itself at once (bounds one unit of work).
+const MAX_SERVICE_ROUNDS: usize = 8;
 /// Largest datagram accepted or built.
 const MAX_DATAGRAM: usize = 65_535;
 
@@ -50,6 +59,8 @@ pub(super) struct Driver {
     options: StreamOptions,
     clock: Clock,
     cm: Option<CmHandle>,
+    /// The process CM's host (CM-delegated endpoints only).
+    host: Option<Rc<HostShared>>,
     slots: HashMap<Key, Slot>,
     incoming: mpsc::Sender<StreamConn>,
     kick: Arc<Notify>,
@@ -57,6 +68,10 @@ pub(super) struct Driver {
     out: VecDeque<(SocketAddr, Vec<u8>)>,
     stats: StreamStats,
     sent_count: u64,
+    /// Service rounds so far (rotates the service order).
+    rounds: usize,
+    /// A listening endpoint's SYN cookies (a fresh secret per endpoint).
+    cookies: SynCookies,
 }
 
 impl Driver {
@@ -64,17 +79,18 @@ impl Driver {
         socket: std::net::UdpSocket,
         options: StreamOptions,
         incoming: mpsc::Sender<StreamConn>,
+        host: Option<Rc<HostShared>>,
     ) -> std::io::Result<Driver> {
         let socket = tokio::net::UdpSocket::from_std(socket)?;
-        let cm = match &options.congestion {
-            Congestion::NewReno => None,
-            Congestion::Cm(config) => Some(CmHandle::new(CongestionManager::new(config.clone()))),
-        };
+        // One clock for the CM and every driver that calls it: its inputs' `now` must not
+        // go backwards.
+        let clock = host.as_ref().map_or_else(Clock::new, |h| h.clock);
         Ok(Driver {
             socket,
             options,
-            clock: Clock::new(),
-            cm,
+            clock,
+            cm: host.as_ref().map(|h| h.cm.clone()),
+            host,
             slots: HashMap::new(),
             incoming,
             kick: Arc::new(Notify::new()),
@@ -82,6 +98,8 @@ impl Driver {
             out: VecDeque::new(),
             stats: StreamStats::default(),
             sent_count: 0,
+            rounds: 0,
+            cookies: SynCookies::new(TokenConfig::new(rand::rng().random())),
         })
     }
 
@@ -126,15 +144,30 @@ impl Driver {
                 break;
             }
         }
+        let now = self.clock.now();
         for slot in self.slots.values() {
             let mut s = lock(&slot.shared);
             s.aborted = true;
             s.wake_all();
+            drop(s);
+            if let Some(flow) = slot.flow {
+                self.close_flow(now, flow);
+            }
+        }
+    }
+
+    /// `cm_close` for a stream's flow, and no more events for it.
+    fn close_flow(&self, now: Time, flow: FlowId) {
+        if let (Some(host), Some(cm)) = (&self.host, &self.cm) {
+            host.unroute(flow);
+            let _ = cm.borrow_mut().close(now, flow);
+            host.wake.notify_one();
         }
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        let mut t = self.cm.as_ref().and_then(|cm| cm.borrow().poll_timeout());
+        // The CM's timers are the CM host's; it wakes this driver for its streams' grants.
+        let mut t: Option<Time> = None;
         for slot in self.slots.values() {
             let next = slot.conn.poll_timeout();
             let linger = slot.done_at.map(|d| d + self.options.linger);
@@ -167,9 +200,18 @@ impl Driver {
             let flow_key = FlowKey((u64::from(key.1) << 16) | u64::from(key.2));
             if let Ok((cc, flow)) = CmController::open(cm, now, PeerAddr::from(peer.ip()), flow_key)
             {
+                if let Some(host) = &self.host {
+                    host.route(flow, Route::Stream(self.kick.clone()));
+                }
                 return (cc, Some(flow));
             }
             tracing::warn!("cm_open refused: the stream runs NewReno");
+        }
+        if let super::Congestion::Adtcp(config) = self.options.congestion {
+            return (
+                adaptnet_core::adtcp::AdtcpSender::for_tcp(&self.options.core, config),
+                None,
+            );
         }
         (Connection::newreno(&self.options.core), None)
     }
@@ -196,7 +238,9 @@ impl Driver {
         let now = self.clock.now();
         match cmd {
             Command::Stats { reply } => {
-                let _ = reply.send(self.stats);
+                let mut stats = self.stats;
+                stats.open_streams = self.slots.len() as u64;
+                let _ = reply.send(stats);
             }
             Command::Connect { peer, reply } => {
                 if self.slots.len() >= self.options.max_connections {
@@ -234,9 +278,11 @@ impl Driver {
             self.stats.malformed += 1;
             return;
         };
+        if repr.adtcp.is_some() {
+            self.stats.adtcp_options_received += 1;
+        }
         let key = (from, repr.dst_port, repr.src_port);
-        if !self.slots.contains_key(&key) {
-            self.maybe_accept(now, from, key, &repr);
+        if !self.slots.contains_key(&key) && !self.maybe_accept(now, from, key, &repr) {
             return;
         }
         let Some(slot) = self.slots.get_mut(&key) else {
@@ -259,50 +305,101 @@ impl Driver {
         slot.conn.handle_segment(now, &repr, payload_len);
     }
 
-    fn maybe_accept(&mut self, now: Time, from: SocketAddr, key: Key, repr: &TcpRepr) {
-        if !repr.flags.syn || repr.flags.ack {
+    /// A segment for no stream. A listening endpoint keeps no state for a SYN: it answers
+    /// with a SYN-ACK whose ISS is a SYN cookie (core's `tcp::cookie`), and allocates the
+    /// stream only for an ACK that echoes one (issue 9 item 6). Returns whether a stream was
+    /// allocated (the segment is then handled as the stream's).
+    fn maybe_accept(&mut self, now: Time, from: SocketAddr, key: Key, repr: &TcpRepr) -> bool {
+        let listening = self.options.server && repr.dst_port == LISTEN_PORT;
+        if repr.flags.syn && !repr.flags.ack {
+            if !listening || self.slots.len() >= self.options.max_connections {
+                self.stats.refused += 1;
+            } else if let Some(seg) = self.cookies.answer(now, from, repr, &self.options.core) {
+                let mut dgram = vec![0u8; seg.repr.buffer_len()];
+                if let Ok(n) = seg.repr.emit(&mut dgram) {
+                    dgram.truncate(n);
+                    self.out.push_back((from, dgram));
+                    self.stats.cookies_sent += 1;
+                }
+            }
+            return false;
+        }
+        if !listening || repr.flags.syn || repr.flags.rst || !repr.flags.ack {
             self.stats.unknown += 1;
-            return;
+            return false;
         }
-        if !self.options.server
-            || repr.dst_port != LISTEN_PORT
-            || self.slots.len() >= self.options.max_connections
-        {
+        if self.slots.len() >= self.options.max_connections {
             self.stats.refused += 1;
-            return;
+            return false;
         }
-        let iss: u32 = rand::rng().random();
         let (cc, flow) = self.controller(now, from, key);
-        let conn = Connection::accept(self.options.core.clone(), repr, iss, cc);
-        let mut slot = self.new_slot(conn, iss, Some(repr.seq), flow);
+        let Some(conn) = self.cookies.accept(now, from, repr, &self.options.core, cc) else {
+            self.stats.unknown += 1;
+            if let Some(flow) = flow {
+                self.close_flow(now, flow);
+            }
+            return false;
+        };
+        let iss = repr.ack.wrapping_sub(1);
+        let mut slot = self.new_slot(conn, iss, Some(repr.seq.wrapping_sub(1)), flow);
         slot.incoming = true;
         self.slots.insert(key, slot);
+        true
     }
 
-    /// Runs the CM, then every stream; repeats while the CM issued grants meanwhile.
+    /// Runs the CM's due timers, then every stream, then drains the CM again; repeats while
+    /// that last step finds grants. Streams' reports (`cm_notify`, `cm_update`) and their
+    /// timeouts feed the CM while they are serviced, so a grant can be issued to a stream
+    /// already serviced in this round; it must be polled again now, as the CM's contract
+    /// asks ("after any CM event or timer on a host, the engine re-polls that host's
+    /// connections", `cm::tcp`) and as the simulator does by polling its CM host agent after
+    /// the flows of the host. (Servicing the CM only first, and going again only for grants
+    /// found there, left such a grant unused until the next wake-up — none came when nothing
+    /// else was in flight: the "CM streams stall" of EXPERIMENTS.md.)
     fn service(&mut self) {
-        for _ in 0..4 {
+        let now = self.clock.now();
+        self.service_cm(now);
+        for _ in 0..MAX_SERVICE_ROUNDS {
             let now = self.clock.now();
-            let mut granted = false;
-            if let Some(cm) = &self.cm {
-                let mut cm = cm.borrow_mut();
-                if cm.poll_timeout().is_some_and(|t| t <= now) {
-                    cm.handle_timeout(now);
-                }
-                // Stream flows take their feedback from ACKs: the CM sends no probes for them.
-                while cm.poll_transmit(now).is_some() {}
-                while let Some(ev) = cm.poll_event() {
-                    granted |= matches!(ev, adaptnet_core::cm::CmEvent::Grant { .. });
-                }
-            }
-            let keys: Vec<Key> = self.slots.keys().copied().collect();
-            for key in keys {
+            for key in self.service_order() {
                 self.service_slot(now, key);
             }
-            if !granted {
-                break;
+            if !self.service_cm(now) {
+                return;
             }
         }
+        // Still granting after the bound on one unit of work: come back at once.
+        self.kick.notify_one();
+    }
+
+    /// The streams in the order to service them this round: rotated by one every round.
+    /// Streams put their segments on the wire in service order, so a fixed order lets the
+    /// first stream's segments always take the last free places of a full bottleneck queue
+    /// and the next stream's always be dropped (drop-tail lockout; Floyd and Jacobson,
+    /// "On traffic phase effects in packet-switched gateways", 1992). Measured on the tbf
+    /// link: the locked-out stream lost every segment for a second, saw not one duplicate
+    /// ACK and repaired only by timeouts, while the other never noticed the congestion.
+    fn service_order(&mut self) -> Vec<Key> {
+        let mut keys: Vec<Key> = self.slots.keys().copied().collect();
+        keys.sort_unstable();
+        if !keys.is_empty() {
+            let first = self.rounds % keys.len();
+            keys.rotate_left(first);
+        }
+        self.rounds = self.rounds.wrapping_add(1);
+        keys
+    }
+
+    /// Runs the CM's due timers and routes its events (grants to other drivers' streams
+    /// wake those drivers, an application flow's go to its handle); returns whether one of
+    /// this driver's streams was granted. The CM host re-arms its timer afterwards.
+    fn service_cm(&mut self, now: Time) -> bool {
+        let Some(host) = &self.host else {
+            return false;
+        };
+        let granted = host.pump(now, Some(&self.kick));
+        host.wake.notify_one();
+        granted
     }
 
     fn service_slot(&mut self, now: Time, key: Key) {
@@ -436,8 +533,8 @@ impl Driver {
             }
         }
         if slot.done_at.is_some_and(|d| now >= d + self.options.linger) {
-            if let (Some(cm), Some(flow)) = (&self.cm, slot.flow) {
-                let _ = cm.borrow_mut().close(now, flow);
+            if let Some(flow) = slot.flow {
+                self.close_flow(now, flow);
             }
             self.slots.remove(&key);
         }

@@ -8,13 +8,14 @@
 //! `seq − ISS − 1`) and a bounded receive reassembly buffer by offset from which the bytes
 //! up to `bytes_delivered` are handed to the reader. The runtime makes no congestion
 //! decision: each endpoint runs either core's NewReno or a
-//! [`CmController`](adaptnet_core::cm::CmController) on one
-//! [`CongestionManager`](adaptnet_core::cm::CongestionManager) per endpoint, with one macroflow per destination host shared by
-//! every stream to it ([`Congestion::Cm`]).
+//! [`CmController`](adaptnet_core::cm::CmController) on the process's CM ([`crate::cm`]),
+//! with one macroflow per destination host shared by every stream to it — and by the
+//! process's other CM flows to that host ([`Congestion::Cm`]).
 //!
-//! One [`StreamEndpoint`] owns a UDP socket and a driver running on its own thread (core's
-//! CM handle is single-threaded, `Rc<RefCell>`, so the driver is pinned to one thread with a
-//! current-thread tokio runtime). Handles talk to it through a bounded command channel and
+//! One [`StreamEndpoint`] owns a UDP socket and a driver task. Core's CM handle is
+//! single-threaded (`Rc<RefCell>`), so a CM-delegated endpoint's driver runs on the CM host's
+//! thread, beside the CM; a NewReno endpoint's on a thread of its own with a current-thread
+//! tokio runtime. Handles talk to the driver through a bounded command channel and
 //! per-connection shared buffers; they work from any runtime.
 //!
 //! # Bounds
@@ -25,7 +26,10 @@
 //! * connections: [`StreamOptions::max_connections`]; accepted but not yet taken:
 //!   [`StreamOptions::accept_queue`] (beyond, refused).
 //!
-//! Not yet here (issue 9 item 6): a server allocates state on the first SYN (no cookie).
+//! A listening endpoint allocates nothing for a SYN: it answers with a SYN cookie (core's
+//! [`tcp::cookie`](adaptnet_core::tcp::cookie), the session tokens' HMAC) and allocates the
+//! stream when an ACK echoes it — an unvalidated peer is sent one SYN-ACK per SYN, no larger
+//! than 3× it (issue 9 item 6).
 //!
 //! ```no_run
 //! use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
@@ -47,7 +51,6 @@
 mod driver;
 mod ring;
 
-use adaptnet_core::cm::CmConfig;
 use adaptnet_core::tcp::TcpConfig;
 use std::collections::VecDeque;
 use std::io;
@@ -78,6 +81,9 @@ pub enum Error {
     /// The endpoint has stopped.
     #[error("endpoint closed")]
     Closed,
+    /// The process CM could not be started or reached.
+    #[error("{0}")]
+    Cm(#[from] crate::cm::Error),
 }
 
 /// Which congestion control the endpoint's streams use.
@@ -85,9 +91,18 @@ pub enum Error {
 pub enum Congestion {
     /// Core's NewReno, one window per stream.
     NewReno,
-    /// TCP/CM (papers/003 §3.2.1): one core CM per endpoint; every stream to the same
-    /// destination host shares that host's macroflow (one window).
-    Cm(CmConfig),
+    /// TCP/CM (papers/003 §3.2.1): the process's CM ([`crate::cm::Cm::global`]); every
+    /// stream to the same destination host shares that host's macroflow (one window) with
+    /// the process's other CM flows to it.
+    Cm,
+    /// ADTCP (papers/004): core's [`AdtcpSender`](adaptnet_core::adtcp::AdtcpSender)
+    /// policy reacts to the network state the receiver identifies (congestion, channel
+    /// error, route change, disconnection) and reports in the ADTCP option. The endpoint
+    /// also speaks the option (`core.adtcp` is set): its data carry send times, and as a
+    /// receiver it identifies and reports. The peer must speak it as well
+    /// ([`StreamOptions::with_adtcp`] on the server) for reports to come back; without them
+    /// the policy is NewReno.
+    Adtcp(adaptnet_core::adtcp::SenderConfig),
 }
 
 /// How to bind a stream endpoint.
@@ -145,10 +160,23 @@ impl StreamOptions {
         }
     }
 
-    /// The same options with CM-delegated congestion control (default CM parameters).
+    /// The same options with the ADTCP policy and option (default sender parameters); use
+    /// it on both ends.
+    pub fn with_adtcp(self) -> StreamOptions {
+        StreamOptions {
+            congestion: Congestion::Adtcp(adaptnet_core::adtcp::SenderConfig::default()),
+            core: TcpConfig {
+                adtcp: true,
+                ..self.core
+            },
+            ..self
+        }
+    }
+
+    /// The same options with CM-delegated congestion control (the process CM).
     pub fn with_cm(self) -> StreamOptions {
         StreamOptions {
-            congestion: Congestion::Cm(CmConfig::default()),
+            congestion: Congestion::Cm,
             ..self
         }
     }
@@ -163,12 +191,19 @@ pub struct StreamStats {
     pub unknown: u64,
     /// SYNs refused (not a server, too many streams, accept queue full).
     pub refused: u64,
+    /// SYNs answered with a SYN cookie (no state kept).
+    pub cookies_sent: u64,
+    /// Streams open now (allocated state).
+    pub open_streams: u64,
     /// Datagrams dropped by [`StreamOptions::drop_every_nth_sent`].
     pub injected_drops: u64,
     /// Datagrams sent.
     pub datagrams_sent: u64,
     /// Datagrams received.
     pub datagrams_received: u64,
+    /// Segments received carrying the ADTCP option (papers/004): reports on ACKs, send
+    /// times on data.
+    pub adtcp_options_received: u64,
 }
 
 /// Requests from handles to the driver.
@@ -213,19 +248,33 @@ impl StreamEndpoint {
         let (cmd_tx, cmd_rx) = mpsc::channel(64);
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
         let (stop_tx, stop_rx) = oneshot::channel();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name(format!("adaptnet-stream {local_addr}"))
-            .spawn(move || {
-                rt.block_on(async move {
-                    match driver::Driver::new(socket, options, in_tx) {
-                        Ok(d) => d.run(cmd_rx, stop_rx).await,
-                        Err(e) => tracing::error!("stream endpoint: {e}"),
-                    }
-                });
-            })?;
+        match options.congestion {
+            Congestion::Cm => {
+                crate::cm::Cm::global()?.spawn(move |host| {
+                    tokio::task::spawn_local(async move {
+                        match driver::Driver::new(socket, options, in_tx, Some(host)) {
+                            Ok(d) => d.run(cmd_rx, stop_rx).await,
+                            Err(e) => tracing::error!("stream endpoint: {e}"),
+                        }
+                    });
+                })?;
+            }
+            Congestion::NewReno | Congestion::Adtcp(_) => {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()?;
+                std::thread::Builder::new()
+                    .name(format!("adaptnet-stream {local_addr}"))
+                    .spawn(move || {
+                        rt.block_on(async move {
+                            match driver::Driver::new(socket, options, in_tx, None) {
+                                Ok(d) => d.run(cmd_rx, stop_rx).await,
+                                Err(e) => tracing::error!("stream endpoint: {e}"),
+                            }
+                        });
+                    })?;
+            }
+        }
         Ok(StreamEndpoint {
             cmd: cmd_tx,
             incoming: tokio::sync::Mutex::new(in_rx),

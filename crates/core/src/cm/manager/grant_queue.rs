@@ -22,6 +22,11 @@ impl GrantQueue {
         self.total_bytes
     }
 
+    /// When the oldest outstanding grant was issued (it lapses first).
+    pub(super) fn oldest_at(&self) -> Option<Time> {
+        self.grants.front().map(|g| g.1)
+    }
+
     /// A grant of `bytes` was issued at `at`.
     pub(super) fn push(&mut self, bytes: u64, at: Time) {
         if bytes == 0 {

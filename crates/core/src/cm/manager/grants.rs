@@ -14,6 +14,7 @@ impl CongestionManager {
     /// After any input touching macroflow `mf_id`: issue the grants its tokens allow, raise
     /// the change_rate events its thresholds call for, and re-arm its timer.
     pub(super) fn after_change(&mut self, now: Time, mf_id: MacroflowId) {
+        self.lapse_grants(now, mf_id);
         self.issue_grants(now, mf_id);
         self.expire_requests(now, mf_id);
         self.check_thresholds(mf_id);
@@ -52,6 +53,7 @@ impl CongestionManager {
             self.stats.granted_bytes = self.stats.granted_bytes.saturating_add(bytes);
             if let Some(f) = self.flows.get_mut(&flow) {
                 f.grants.push(bytes, now);
+                f.sync_lapse(flow, mf);
             }
             self.grants.push_back((flow, bytes));
         }
@@ -64,8 +66,12 @@ impl CongestionManager {
         };
         let mut next = mf.next_deadline();
         if events_full {
-            // Grants wait for the engine to drain events; keep only the aging deadline.
-            next = mf.rate.next_aging_at();
+            // Grants wait for the engine to drain events; keep only the aging and lapse
+            // deadlines.
+            next = [mf.rate.next_aging_at(), mf.next_lapse_at()]
+                .into_iter()
+                .flatten()
+                .min();
         }
         if mf.armed == next {
             return;

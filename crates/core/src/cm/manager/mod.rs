@@ -54,9 +54,35 @@ struct Flow {
     /// `ownd`, kept per flow so that one flow's `CM_NO_FEEDBACK` writes off only its own
     /// data). Kept for window-limited flows (`FeedbackSource::Acks`) only.
     ownd_bytes: u64,
+    /// The issue time under which the flow's oldest grant sits in its macroflow's
+    /// `grant_lapses` index.
+    lapse_indexed: Option<Time>,
 }
 
 impl Flow {
+    /// Puts the flow's oldest grant, and only it, in `mf`'s lapse index (after any change to
+    /// its grants or its macroflow).
+    fn sync_lapse(&mut self, id: FlowId, mf: &mut Macroflow) {
+        let oldest = self.grants.oldest_at();
+        if oldest == self.lapse_indexed {
+            return;
+        }
+        if let Some(t) = self.lapse_indexed.take() {
+            mf.grant_lapses.remove(&(t, id));
+        }
+        if let Some(t) = oldest {
+            mf.grant_lapses.insert((t, id));
+            self.lapse_indexed = Some(t);
+        }
+    }
+
+    /// Takes the flow out of `mf`'s lapse index (it leaves the macroflow).
+    fn unindex_lapse(&mut self, id: FlowId, mf: &mut Macroflow) {
+        if let Some(t) = self.lapse_indexed.take() {
+            mf.grant_lapses.remove(&(t, id));
+        }
+    }
+
     fn effective_weight(&self) -> f64 {
         self.weight * self.hint
     }
@@ -282,6 +308,7 @@ impl CongestionManager {
                 probe_sent_bytes: 0,
                 probe_lost_bytes: 0,
                 ownd_bytes: 0,
+                lapse_indexed: None,
             },
         );
         if options.feedback == FeedbackSource::Probe {
@@ -305,9 +332,12 @@ impl CongestionManager {
 
     /// Puts a flow (already in `flows`, with `macroflow == mf`) into macroflow `mf`.
     fn attach(&mut self, now: Time, id: FlowId, mf_id: MacroflowId) {
-        let Some(flow) = self.flows.get(&id) else {
+        let Some(flow) = self.flows.get_mut(&id) else {
             return;
         };
+        if let Some(mf) = self.macroflows.get_mut(&mf_id) {
+            flow.sync_lapse(id, mf);
+        }
         let (w, window, limited) = (
             flow.effective_weight(),
             flow.window_bytes(),
@@ -328,7 +358,7 @@ impl CongestionManager {
     /// Takes a flow out of its macroflow; returns its pending request bytes. Removes the
     /// macroflow (caching it) when it becomes empty.
     fn detach(&mut self, now: Time, id: FlowId) -> u64 {
-        let Some(flow) = self.flows.get(&id) else {
+        let Some(flow) = self.flows.get_mut(&id) else {
             return 0;
         };
         let (mf_id, w) = (flow.macroflow, flow.effective_weight());
@@ -336,6 +366,7 @@ impl CongestionManager {
         let Some(mf) = self.macroflows.get_mut(&mf_id) else {
             return 0;
         };
+        flow.unindex_lapse(id, mf);
         mf.advance(now);
         mf.window_used_bytes = mf.window_used_bytes.saturating_sub(window);
         mf.window_flows = mf.window_flows.saturating_sub(usize::from(limited));
@@ -504,31 +535,48 @@ impl CongestionManager {
             .map_or(0, |mf| mf.sched.pending(flow)))
     }
 
-    fn grant_lifetime(&self, mf: MacroflowId) -> Duration {
-        let srtt = self
-            .macroflows
-            .get(&mf)
-            .map_or(self.config.initial_rtt, |m| m.rate.srtt_or_initial());
-        srtt.max(self.config.grant_lifetime_min)
-    }
-
-    /// Drops a lapsed grant (RFC 3124 §3.3: valid for max(RTT, threshold)).
-    /// Lapses the flow's grants older than the grant lifetime (RFC 3124 §3.3).
+    /// Lapses the flow's grants older than the grant lifetime (RFC 3124 §3.3: valid for
+    /// max(RTT, threshold)); their bytes leave the macroflow's window.
     fn expire_balance(&mut self, now: Time, flow: FlowId) {
-        let Some(f) = self.flows.get(&flow) else {
+        let Some(f) = self.flows.get_mut(&flow) else {
             return;
         };
         if f.grants.total_bytes() == 0 {
             return;
         }
-        let lifetime = self.grant_lifetime(f.macroflow);
-        if let Some(f) = self.flows.get_mut(&flow) {
-            let window_before = f.window_bytes();
-            let expired = f.grants.expire(now, lifetime);
-            self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(expired);
-            let freed = window_before - f.window_bytes();
-            if let Some(mf) = self.macroflows.get_mut(&f.macroflow) {
-                mf.window_used_bytes = mf.window_used_bytes.saturating_sub(freed);
+        let Some(mf) = self.macroflows.get_mut(&f.macroflow) else {
+            return;
+        };
+        let window_before = f.window_bytes();
+        let expired = f.grants.expire(now, mf.grant_lifetime());
+        self.stats.expired_bytes = self.stats.expired_bytes.saturating_add(expired);
+        let freed = window_before - f.window_bytes();
+        mf.window_used_bytes = mf.window_used_bytes.saturating_sub(freed);
+        f.sync_lapse(flow, mf);
+    }
+
+    /// Lapses every grant of macroflow `mf_id` past its lifetime by `now`, whether or not its
+    /// flow ever comes back (the CM's own timer, see `Macroflow::grant_lapses`).
+    pub(super) fn lapse_grants(&mut self, now: Time, mf_id: MacroflowId) {
+        loop {
+            let Some(mf) = self.macroflows.get(&mf_id) else {
+                return;
+            };
+            let Some(&(issued, flow)) = mf.grant_lapses.first() else {
+                return;
+            };
+            if now <= issued + mf.grant_lifetime() {
+                return;
+            }
+            self.expire_balance(now, flow);
+            // `expire_balance` re-indexes the flow under a younger grant or none; a stale
+            // entry (never expected) must not stop the loop.
+            if let Some(mf) = self.macroflows.get_mut(&mf_id)
+                && mf.grant_lapses.remove(&(issued, flow))
+                && let Some(f) = self.flows.get_mut(&flow)
+                && f.lapse_indexed == Some(issued)
+            {
+                f.lapse_indexed = None;
             }
         }
     }
@@ -548,13 +596,19 @@ impl CongestionManager {
     /// bytes return to the macroflow.
     pub fn notify(&mut self, now: Time, flow: FlowId, nsent: u64) -> Result<(), CmError> {
         self.expire_balance(now, flow);
-        let f = self.flow_mut(flow)?;
+        let f = self
+            .flows
+            .get_mut(&flow)
+            .ok_or(CmError::UnknownFlow(flow))?;
         let window_before = f.window_bytes();
         let (used, unused) = if nsent == 0 {
             (0, f.grants.decline_oldest())
         } else {
             (f.grants.consume(nsent), 0)
         };
+        if let Some(mf) = self.macroflows.get_mut(&f.macroflow) {
+            f.sync_lapse(flow, mf);
+        }
         let excess = nsent - used;
         if f.window_limited() {
             // RFC 3124 §5.2: "notify(): AIMD_CC adds the number of bytes sent to its

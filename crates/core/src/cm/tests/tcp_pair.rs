@@ -23,6 +23,10 @@ struct Hosts {
     servers: BTreeMap<u16, Connection>,
     /// When each client finished (all data acknowledged).
     done_at: Vec<Option<Time>>,
+    /// Drive the clients the way the runtime's stream driver did before the stall was
+    /// fixed: the CM first, then each client (its timers fired in its own turn); go again
+    /// only if the CM step found grants. See `test_regression_stall_runtime_order`.
+    runtime_order: bool,
 }
 
 impl Hosts {
@@ -52,6 +56,51 @@ impl Hosts {
             clients,
             servers: BTreeMap::new(),
             done_at: vec![None; n],
+            runtime_order: false,
+        }
+    }
+
+    /// The runtime driver's service round (see `runtime_order`), at most four rounds.
+    fn pump_runtime_order(&mut self) {
+        let now = self.pipe.now();
+        for _ in 0..4 {
+            let mut granted = false;
+            {
+                let mut cm = self.cm.borrow_mut();
+                if cm.poll_timeout().is_some_and(|t| t <= now) {
+                    cm.handle_timeout(now);
+                }
+                while let Some(ev) = cm.poll_event() {
+                    granted |= matches!(ev, CmEvent::Grant { .. });
+                }
+            }
+            for i in 0..self.clients.len() {
+                let (c, flow) = &mut self.clients[i];
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                }
+                while let Some(seg) = c.poll_transmit(now) {
+                    self.pipe.send(Dir::ToServer, seg);
+                }
+                while let Some(ev) = c.poll_event() {
+                    if ev == TcpEvent::Connected
+                        && let Some(rtt) = c.rtt().latest()
+                    {
+                        CmController::seed_rtt(&self.cm, now, *flow, rtt).expect("open");
+                    }
+                }
+                if self.done_at[i].is_none() && c.send_complete() {
+                    self.done_at[i] = Some(now);
+                }
+            }
+            for s in self.servers.values_mut() {
+                while let Some(seg) = s.poll_transmit(now) {
+                    self.pipe.send(Dir::ToClient, seg);
+                }
+            }
+            if !granted {
+                return;
+            }
         }
     }
 
@@ -67,6 +116,10 @@ impl Endpoints for Hosts {
     }
 
     fn pump(&mut self) {
+        if self.runtime_order {
+            self.pump_runtime_order();
+            return;
+        }
         let now = self.pipe.now();
         loop {
             let mut progressed = false;
@@ -125,8 +178,10 @@ impl Endpoints for Hosts {
 
     fn handle_timeout(&mut self) {
         let now = self.pipe.now();
-        for (c, _) in &mut self.clients {
-            c.handle_timeout(now);
+        if !self.runtime_order {
+            for (c, _) in &mut self.clients {
+                c.handle_timeout(now);
+            }
         }
         for s in self.servers.values_mut() {
             s.handle_timeout(now);
@@ -207,4 +262,32 @@ fn test_two_tcp_cm_connections_share_one_macroflow_rate() {
     let s = cm.stats();
     assert!(s.granted_bytes >= 1_200_000);
     assert_eq!(s.ungranted_bytes, 0, "no loss: every byte had a grant");
+}
+
+/// Regression: two CM-delegated streams on a tbf-shaped link stopped for good (runtime stream
+/// transport, issue 9). Driven as the runtime driver drove them — CM step, then each stream
+/// with its own timers, repeated only for grants seen in the CM step — a grant issued while a
+/// later stream was serviced (its timeout restarted the CM) reached a stream already polled.
+/// Nothing polled that stream again, and its unused grant, lapsing only when the flow asked,
+/// held the one-MTU window against the other stream forever. Now the CM lapses the grant on
+/// its own timer and wakes the engine. Random drops (seeded) stand in for the tbf's.
+#[test]
+fn test_regression_stall_runtime_order() {
+    for seed in 1..=12u64 {
+        let mut rng = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let mut h = Hosts::new(2, 400_000, move |_, _| {
+            // xorshift64: about 4 % of data segments dropped.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % 25 == 0
+        });
+        h.runtime_order = true;
+        h.run(Time::from_secs(120));
+        assert_eq!(
+            (h.delivered(0), h.delivered(1)),
+            (400_000, 400_000),
+            "seed {seed}: the streams stalled"
+        );
+    }
 }

@@ -332,3 +332,57 @@ fn test_reports_made_while_the_cm_is_borrowed_are_applied_after() {
     assert_eq!(handle.borrow().outstanding_bytes(flow), Ok(0));
     assert_eq!(handle.dropped_reports(), 0);
 }
+
+/// Regression: two CM-delegated streams on a shaped link stopped for good after a timeout.
+/// After the restart the window held one MTU; stream A had been granted it, but its engine
+/// never polled A again, so the grant was never used, declined or checked — and since grants
+/// lapsed only when their own flow asked for its balance, it held the window forever and
+/// stream B stayed parked behind it. RFC 3124 §3.3: the CM "MUST be robust to applications
+/// forgetting to invoke cm_notify(stream_info, 0) correctly, or applications that crash or
+/// disappear after having made a cm_request() call". The grant now lapses on the CM's own
+/// timer, one grant lifetime (max(srtt, threshold)) after it was issued.
+#[test]
+fn test_regression_stall_unused_grant_held_the_window_forever() {
+    let mut cm = cm();
+    let a = cm
+        .open(Time::ZERO, DEST, FlowKey(1), FlowOptions::acked())
+        .expect("open");
+    let b = cm
+        .open(Time::ZERO, DEST, FlowKey(2), FlowOptions::acked())
+        .expect("open");
+    cm.update(Time::ZERO, a, Feedback::received(0, Some(ms(100))))
+        .expect("update");
+    // B's timeout: persistent congestion, the window is one MTU.
+    let timeout = Feedback {
+        mode: LossMode::NoFeedback,
+        ..Feedback::loss(0, MTU)
+    };
+    cm.update(Time::ZERO, b, timeout).expect("update");
+    drain(&mut cm);
+    let t0 = Time::from_millis(10);
+    cm.request(t0, a, MTU).expect("request");
+    let granted_a = drain(&mut cm)
+        .iter()
+        .any(|e| matches!(e, CmEvent::Grant { flow, .. } if *flow == a));
+    assert!(granted_a, "A takes the one-MTU window");
+    // A disappears. B asks: the window is full.
+    cm.request(t0, b, MTU).expect("request");
+    assert!(drain(&mut cm).is_empty(), "B waits for the window");
+    // Only the CM's timers run from now on, until just past A's grant's lifetime.
+    let lifetime = ms(100); // max(srtt 100 ms, grant_lifetime_min 10 ms)
+    let events = run_until(&mut cm, t0 + lifetime + ms(1));
+    let grant_b = events
+        .iter()
+        .find(|(_, e)| matches!(e, CmEvent::Grant { flow, .. } if *flow == b))
+        .map(|(t, _)| *t);
+    let at = grant_b.expect("B is granted once A's grant lapses");
+    assert!(at > t0 + lifetime && at <= t0 + lifetime + ms(1), "{at:?}");
+    assert_eq!(cm.stats().expired_bytes, MTU);
+    assert_eq!(cm.grant_balance(at, a), Ok(0));
+    let mf = cm.getmacroflow(b).expect("open");
+    assert_eq!(
+        cm.macroflow_info(mf).expect("open").window_used_bytes,
+        MTU,
+        "only B's grant counts against the window"
+    );
+}

@@ -1,0 +1,554 @@
+//! The Congestion Manager for applications (papers/003 §2, Figure 8; RFC 3124 §3): one CM per
+//! process, shared by every flow the process opens to a destination host — application flows
+//! opened here and the CM-delegated streams of [`crate::stream`] alike.
+//!
+//! [`Cm::global`] starts it lazily: a thread owning core's
+//! [`CongestionManager`](adaptnet_core::cm::CongestionManager) (every CM decision is core's),
+//! its receiver-side [`CmReceiver`] and a UDP socket
+//! for the probe/response protocol of papers/003 §2.2.2 between hosts ([`PROBE_PORT`]).
+//! Handles are cheap to clone and work from any runtime.
+//!
+//! | papers/003 Figure 8, RFC 3124 | here |
+//! |---|---|
+//! | `cm_open(dst)` | [`Cm::open`], [`Cm::open_with`] → [`CmFlow`] |
+//! | `cm_request(id, nbytes, …)` | [`CmFlow::request`], [`CmFlow::request_with`] |
+//! | `app_notify(nallowed)` / `cmapp_send` | [`CmFlow::next_notice`] → [`Notice::Grant`] |
+//! | `cm_notify(id, nsent)` | [`CmFlow::notify`] (`0` declines a grant) |
+//! | `cm_update(id, nrecd, nlost, lossmode, rtt)` | [`CmFlow::update`] |
+//! | `cm_query(id)` | [`CmFlow::query`] |
+//! | `change_rate(rate)` / `cmapp_update` | [`CmFlow::change_rate`] (latest change; [`CmFlow::thresh`] sets `cm_thresh`) |
+//! | `cm_close(id)` | [`CmFlow::close`] (or drop) |
+//!
+//! Feedback: a flow whose application learns what arrived calls [`CmFlow::update`]
+//! ([`FeedbackSource::Implicit`](adaptnet_core::cm::FeedbackSource::Implicit)); for one whose
+//! application does not, open it with
+//! [`FlowOptions::probed`](adaptnet_core::cm::FlowOptions::probed): the CM probes the
+//! destination host's CM, whose receiving application reports each arriving packet with
+//! [`Cm::received`] under the same [`FlowKey`].
+//!
+//! ```no_run
+//! use adaptnet_runtime::cm::{Cm, Notice};
+//! use adaptnet_core::cm::Feedback;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let cm = Cm::global()?;
+//! let mut flow = cm.open("192.0.2.7:9000".parse()?).await?;
+//! flow.request(64_000).await?;
+//! while let Some(Notice::Grant(bytes)) = flow.next_notice().await {
+//!     // send up to `bytes` now ...
+//!     flow.notify(bytes).await?;
+//!     // ... and, when the receiver says so:
+//!     flow.update(Feedback::received(bytes, None)).await?;
+//! #   break;
+//! }
+//! println!("{:?}", flow.query().await?.rate_bytes_per_s);
+//! flow.close().await;
+//! # Ok(()) }
+//! ```
+
+pub(crate) mod host;
+
+use crate::clock::Clock;
+use adaptnet_core::cm::receiver::CmReceiver;
+use adaptnet_core::cm::{
+    CmConfig, CmError, Feedback, FlowId, FlowKey, FlowOptions, FlowQuery, Request, Thresholds,
+};
+use host::{HostShared, Route};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// The UDP port of every host's CM control traffic (probes and responses): RFC 3124's number,
+/// as in the simulator.
+pub const PROBE_PORT: u16 = 3124;
+/// Commands waiting for the CM host.
+const COMMAND_QUEUE: usize = 1024;
+/// Notices (grants, expiries) waiting for one application flow; beyond, grants are declined
+/// back to the macroflow (`cm_notify(0)`).
+pub const NOTICE_QUEUE: usize = 256;
+
+/// Why a CM call failed.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The CM refused the call (unknown flow, bad argument, too many flows).
+    #[error("cm: {0}")]
+    Cm(#[from] CmError),
+    /// The CM host could not start (its socket).
+    #[error("cm host: {0}")]
+    Io(#[from] std::io::Error),
+    /// [`Cm::start`] was called after the process CM had started.
+    #[error("the process CM is already running")]
+    AlreadyStarted,
+    /// The CM host has stopped.
+    #[error("cm host stopped")]
+    Closed,
+}
+
+/// How to start the process CM.
+#[derive(Clone, Debug)]
+pub struct CmOptions {
+    /// Core's CM parameters.
+    pub config: CmConfig,
+    /// Where the probe protocol's socket is bound (default `0.0.0.0:3124`).
+    pub bind: SocketAddr,
+    /// The port probes are sent to on peer hosts (default: [`PROBE_PORT`], or the bound port
+    /// if `bind` asked for port 0). Responses go back to where each probe came from.
+    pub peer_port: Option<u16>,
+}
+
+impl Default for CmOptions {
+    fn default() -> Self {
+        CmOptions {
+            config: CmConfig::default(),
+            bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PROBE_PORT),
+            peer_port: Some(PROBE_PORT),
+        }
+    }
+}
+
+/// An event of one application flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notice {
+    /// `app_notify(nallowed)`: send up to this many bytes now, then [`CmFlow::notify`] what
+    /// was sent. The grant lapses after max(srtt, threshold) (RFC 3124 §3.3).
+    Grant(u64),
+    /// A request's latency passed: these requested bytes were withdrawn ungranted.
+    RequestExpired(u64),
+}
+
+/// `change_rate(newrate)` / `cmapp_update(newrate, srtt, rttdev)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RateChange {
+    /// The flow's share of its macroflow's rate, bytes/s.
+    pub rate_bytes_per_s: f64,
+    /// The macroflow's smoothed RTT.
+    pub srtt: Duration,
+    /// Its RTT variation.
+    pub rttvar: Duration,
+}
+
+/// What an opened flow needs from the host.
+type Opened = (
+    FlowId,
+    mpsc::Receiver<Notice>,
+    watch::Receiver<Option<RateChange>>,
+);
+/// Work run on the host thread with its state (stream drivers start this way).
+type Spawn = Box<dyn FnOnce(Rc<HostShared>) + Send>;
+
+/// Requests from handles to the host.
+pub(crate) enum Command {
+    Open {
+        dest: IpAddr,
+        key: FlowKey,
+        options: FlowOptions,
+        reply: oneshot::Sender<Result<Opened, CmError>>,
+    },
+    Request {
+        flow: FlowId,
+        request: Request,
+        reply: oneshot::Sender<Result<(), CmError>>,
+    },
+    Notify {
+        flow: FlowId,
+        nsent: u64,
+        reply: oneshot::Sender<Result<(), CmError>>,
+    },
+    Update {
+        flow: FlowId,
+        feedback: Feedback,
+        reply: oneshot::Sender<Result<(), CmError>>,
+    },
+    Thresh {
+        flow: FlowId,
+        thresholds: Thresholds,
+        reply: oneshot::Sender<Result<(), CmError>>,
+    },
+    Query {
+        flow: FlowId,
+        reply: oneshot::Sender<Result<FlowQuery, CmError>>,
+    },
+    Close {
+        flow: FlowId,
+        reply: Option<oneshot::Sender<()>>,
+    },
+    Spawn(Spawn),
+}
+
+/// Runs one command on the host thread.
+pub(crate) fn handle_command(host: &Rc<HostShared>, cmd: Command) {
+    let now = host.clock.now();
+    match cmd {
+        Command::Open {
+            dest,
+            key,
+            options,
+            reply,
+        } => {
+            let opened = host.cm.borrow_mut().open(
+                now,
+                adaptnet_core::cm::PeerAddr::from(dest),
+                key,
+                options,
+            );
+            let _ = reply.send(opened.map(|flow| {
+                let (notices_tx, notices) = mpsc::channel(NOTICE_QUEUE);
+                let (rates_tx, rates) = watch::channel(None);
+                host.route(
+                    flow,
+                    Route::App {
+                        notices: notices_tx,
+                        rates: rates_tx,
+                    },
+                );
+                (flow, notices, rates)
+            }));
+        }
+        Command::Request {
+            flow,
+            request,
+            reply,
+        } => {
+            let _ = reply.send(host.cm.borrow_mut().request_with(now, flow, request));
+        }
+        Command::Notify { flow, nsent, reply } => {
+            let _ = reply.send(host.cm.borrow_mut().notify(now, flow, nsent));
+        }
+        Command::Update {
+            flow,
+            feedback,
+            reply,
+        } => {
+            let _ = reply.send(host.cm.borrow_mut().update(now, flow, feedback));
+        }
+        Command::Thresh {
+            flow,
+            thresholds,
+            reply,
+        } => {
+            let _ = reply.send(host.cm.borrow_mut().thresh(now, flow, thresholds));
+        }
+        Command::Query { flow, reply } => {
+            let _ = reply.send(host.cm.borrow().query(flow));
+        }
+        Command::Close { flow, reply } => {
+            host.unroute(flow);
+            let _ = host.cm.borrow_mut().close(now, flow);
+            if let Some(r) = reply {
+                let _ = r.send(());
+            }
+        }
+        Command::Spawn(f) => f(host.clone()),
+    }
+}
+
+/// A handle to the process's CM.
+#[derive(Clone, Debug)]
+pub struct Cm {
+    cmd: mpsc::Sender<Command>,
+    local_addr: SocketAddr,
+    clock: Clock,
+    receiver: Arc<Mutex<CmReceiver>>,
+}
+
+fn lock(m: &Mutex<CmReceiver>) -> MutexGuard<'_, CmReceiver> {
+    // A panic while holding the lock leaves plain counters; keep using them.
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+static GLOBAL: OnceLock<Cm> = OnceLock::new();
+static STARTING: Mutex<()> = Mutex::new(());
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+impl Cm {
+    /// The process CM, started with [`CmOptions::default`] on first use. If the probe port
+    /// is taken (another CM process on this host), it binds an ephemeral port instead: its
+    /// flows still probe their peers, but other hosts' probes cannot reach it.
+    pub fn global() -> Result<Cm, Error> {
+        if let Some(cm) = GLOBAL.get() {
+            return Ok(cm.clone());
+        }
+        match Cm::start(CmOptions::default()) {
+            Ok(cm) => Ok(cm),
+            Err(Error::AlreadyStarted) => GLOBAL.get().cloned().ok_or(Error::Closed),
+            Err(Error::Io(e)) => {
+                tracing::warn!(
+                    "cm: probe port {PROBE_PORT} unavailable ({e}); using an ephemeral port"
+                );
+                let options = CmOptions {
+                    bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+                    ..CmOptions::default()
+                };
+                match Cm::start(options) {
+                    Err(Error::AlreadyStarted) => GLOBAL.get().cloned().ok_or(Error::Closed),
+                    r => r,
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Starts the process CM with `options`; [`Error::AlreadyStarted`] once it runs.
+    pub fn start(options: CmOptions) -> Result<Cm, Error> {
+        let _guard = STARTING
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if GLOBAL.get().is_some() {
+            return Err(Error::AlreadyStarted);
+        }
+        let (cmd, commands) = mpsc::channel(COMMAND_QUEUE);
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let clock = Clock::new();
+        let receiver = Arc::new(Mutex::new(CmReceiver::new()));
+        let host_receiver = receiver.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("adaptnet-cm".into())
+            .spawn(move || {
+                let local = tokio::task::LocalSet::new();
+                local.block_on(
+                    &rt,
+                    host::run(options, clock, host_receiver, commands, ready_tx),
+                );
+            })?;
+        let local_addr = ready_rx.recv().map_err(|_| Error::Closed)??;
+        let cm = Cm {
+            cmd,
+            local_addr,
+            clock,
+            receiver,
+        };
+        // Only `start` sets it, under the lock.
+        let _ = GLOBAL.set(cm.clone());
+        Ok(cm)
+    }
+
+    /// Where the probe protocol's socket is bound.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
+        let (reply, rx) = oneshot::channel();
+        self.cmd
+            .send(make(reply))
+            .await
+            .map_err(|_| Error::Closed)?;
+        rx.await.map_err(|_| Error::Closed)
+    }
+
+    /// `cm_open`: a flow to `dest`'s host with implicit feedback (the application calls
+    /// [`CmFlow::update`]) and a process-unique key.
+    pub async fn open(&self, dest: SocketAddr) -> Result<CmFlow, Error> {
+        let key = FlowKey(NEXT_KEY.fetch_add(1, Ordering::Relaxed));
+        self.open_with(dest.ip(), key, FlowOptions::implicit())
+            .await
+    }
+
+    /// `cm_open` with the flow's key (the name both hosts use for it in probe responses) and
+    /// options (weight, feedback source, thresholds).
+    pub async fn open_with(
+        &self,
+        dest: IpAddr,
+        key: FlowKey,
+        options: FlowOptions,
+    ) -> Result<CmFlow, Error> {
+        let (id, notices, rates) = self
+            .call(|reply| Command::Open {
+                dest,
+                key,
+                options,
+                reply,
+            })
+            .await??;
+        Ok(CmFlow {
+            cm: self.clone(),
+            id,
+            key,
+            notices,
+            rates,
+            closed: false,
+        })
+    }
+
+    /// The receiving side of a probe-fed flow: a data packet of `bytes` from flow `key` of
+    /// host `from` arrived; the receiver CM reports it in its next probe response. Call it as
+    /// each packet arrives: a count made after the sender's next probe reached this host is
+    /// reported in the next interval, and the sender reads the interval it missed as loss.
+    pub fn received(&self, from: IpAddr, key: FlowKey, bytes: u64) {
+        let now = self.clock.now();
+        lock(&self.receiver).handle_data(
+            now,
+            adaptnet_core::cm::PeerAddr::from(from),
+            key,
+            bytes,
+            false,
+        );
+    }
+
+    /// Runs `f` on the CM host thread (stream drivers start this way); fails if the host's
+    /// command queue is full or the host stopped.
+    pub(crate) fn spawn(
+        &self,
+        f: impl FnOnce(Rc<HostShared>) + Send + 'static,
+    ) -> Result<(), Error> {
+        self.cmd
+            .try_send(Command::Spawn(Box::new(f)))
+            .map_err(|_| Error::Closed)
+    }
+}
+
+/// A flow's `change_rate` callbacks ([`CmFlow::rate_changes`]); cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RateChanges(watch::Receiver<Option<RateChange>>);
+
+impl RateChanges {
+    /// Waits for the next rate change (the latest if several came meanwhile); `None` once
+    /// the flow is closed.
+    pub async fn next(&mut self) -> Option<RateChange> {
+        self.0.changed().await.ok()?;
+        *self.0.borrow_and_update()
+    }
+}
+
+/// One application flow of the process CM. Dropping it closes it.
+#[derive(Debug)]
+pub struct CmFlow {
+    cm: Cm,
+    id: FlowId,
+    key: FlowKey,
+    notices: mpsc::Receiver<Notice>,
+    rates: watch::Receiver<Option<RateChange>>,
+    closed: bool,
+}
+
+impl CmFlow {
+    /// The CM's id of this flow (`cm_streamid`).
+    pub fn id(&self) -> FlowId {
+        self.id
+    }
+
+    /// The flow's key (what the receiving host reports it under).
+    pub fn key(&self) -> FlowKey {
+        self.key
+    }
+
+    async fn call(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<(), CmError>>) -> Command,
+    ) -> Result<(), Error> {
+        Ok(self.cm.call(make).await??)
+    }
+
+    /// `cm_request(nbytes)`: grants of at most one MTU follow as [`Notice::Grant`]s, paced at
+    /// the macroflow's rate and shared by weight.
+    pub async fn request(&self, bytes: u64) -> Result<(), Error> {
+        self.request_with(Request::bytes(bytes)).await
+    }
+
+    /// `cm_request(id, nbytes, minbytes, latency)` (papers/003 Figure 8).
+    pub async fn request_with(&self, request: Request) -> Result<(), Error> {
+        let flow = self.id;
+        self.call(|reply| Command::Request {
+            flow,
+            request,
+            reply,
+        })
+        .await
+    }
+
+    /// The next grant or request expiry (`app_notify`); `None` once the CM host stopped.
+    pub async fn next_notice(&mut self) -> Option<Notice> {
+        self.notices.recv().await
+    }
+
+    /// A notice already waiting, without waiting.
+    pub fn try_next_notice(&mut self) -> Option<Notice> {
+        self.notices.try_recv().ok()
+    }
+
+    /// `cm_notify(nsent)`: `nsent` bytes were just sent (against the flow's grants, oldest
+    /// first); `0` declines the oldest grant.
+    pub async fn notify(&self, nsent: u64) -> Result<(), Error> {
+        let flow = self.id;
+        self.call(|reply| Command::Notify { flow, nsent, reply })
+            .await
+    }
+
+    /// `cm_update(nrecd, nlost, lossmode, rtt)`: what the receiver reported.
+    pub async fn update(&self, feedback: Feedback) -> Result<(), Error> {
+        let flow = self.id;
+        self.call(|reply| Command::Update {
+            flow,
+            feedback,
+            reply,
+        })
+        .await
+    }
+
+    /// `cm_thresh`: when [`CmFlow::change_rate`] reports (papers/003 reports every change:
+    /// [`Thresholds::EVERY_RATE_CHANGE`]).
+    pub async fn thresh(&self, thresholds: Thresholds) -> Result<(), Error> {
+        let flow = self.id;
+        self.call(|reply| Command::Thresh {
+            flow,
+            thresholds,
+            reply,
+        })
+        .await
+    }
+
+    /// `cm_query`: the flow's share of the rate and the path's RTT estimates.
+    pub async fn query(&self) -> Result<FlowQuery, Error> {
+        let flow = self.id;
+        Ok(self
+            .cm
+            .call(|reply| Command::Query { flow, reply })
+            .await??)
+    }
+
+    /// `change_rate`: waits for the flow's next rate change and returns it (the latest one
+    /// if several came meanwhile); `None` once the CM host stopped.
+    pub async fn change_rate(&mut self) -> Option<RateChange> {
+        self.rates.changed().await.ok()?;
+        *self.rates.borrow_and_update()
+    }
+
+    /// The flow's `change_rate` stream as a separate handle, to await beside
+    /// [`CmFlow::next_notice`] (e.g. in one `select!`).
+    pub fn rate_changes(&self) -> RateChanges {
+        RateChanges(self.rates.clone())
+    }
+
+    /// `cm_close`: the flow ends; its share goes to the others.
+    pub async fn close(mut self) {
+        self.closed = true;
+        let flow = self.id;
+        let _ = self
+            .cm
+            .call(|reply| Command::Close {
+                flow,
+                reply: Some(reply),
+            })
+            .await;
+    }
+}
+
+impl Drop for CmFlow {
+    fn drop(&mut self) {
+        if !self.closed {
+            // Best effort without waiting; a full queue leaves the flow to be closed when
+            // the process ends.
+            let _ = self.cm.cmd.try_send(Command::Close {
+                flow: self.id,
+                reply: None,
+            });
+        }
+    }
+}
