@@ -1,8 +1,8 @@
 //! One module per subcommand.
 
 pub mod bench;
-pub mod env_netns_bench;
 pub mod bulk;
+pub mod env_netns_bench;
 pub mod events;
 pub mod exp;
 pub mod loopback_bench;
