@@ -33,7 +33,7 @@ use quinn_udp::{RecvMeta, Transmit, UdpSockRef, UdpSocketState};
 use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
-/// Largest datagram a driver emits or accepts (every core datagram is smaller).
+/// The default largest datagram (every ATP datagram is smaller).
 pub const MAX_DATAGRAM_BYTES: usize = 2048;
 /// Datagrams gathered from core before they are sent.
 const TX_DATAGRAMS: usize = 64;
@@ -62,6 +62,20 @@ pub struct UdpIo {
     rx_meta: Vec<RecvMeta>,
     /// Whether runs of equal-sized datagrams may be sent as one GSO super-packet.
     gso: bool,
+    /// Largest datagram sent or received; longer ones are truncated (received) or cut
+    /// (sent), so callers size it to their protocol.
+    max_datagram: usize,
+}
+
+/// How to set up a [`UdpIo`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpIoConfig {
+    /// Kernel send and receive buffer to ask for, bytes.
+    pub buffer_bytes: usize,
+    /// Whether runs of coalescable datagrams go out as GSO super-packets.
+    pub gso: bool,
+    /// Largest datagram the protocol sends or accepts, bytes (buffers are sized by it).
+    pub max_datagram_bytes: usize,
 }
 
 /// Datagrams taken from core and not yet handed to the kernel, stored back to back.
@@ -81,11 +95,18 @@ struct TxQueue {
 
 impl UdpIo {
     /// Wraps `socket` (made non-blocking; receive GRO turned off, kernel receive timestamps
-    /// on), asking for `buffer_bytes` of kernel send and receive buffer; with `gso`, runs of
-    /// equal-sized datagrams to one peer go out in one `sendmsg` (see the module docs for
-    /// when not to).
-    pub fn new(socket: UdpSocket, buffer_bytes: usize, gso: bool) -> io::Result<UdpIo> {
+    /// on), asking for `config.buffer_bytes` of kernel send and receive buffer; with
+    /// `config.gso`, runs of coalescable equal-sized datagrams to one peer go out in one
+    /// `sendmsg` (see the module docs for when not to).
+    pub fn new(socket: UdpSocket, config: UdpIoConfig) -> io::Result<UdpIo> {
+        let UdpIoConfig {
+            buffer_bytes,
+            gso,
+            max_datagram_bytes,
+        } = config;
+        let max_datagram = max_datagram_bytes.clamp(1, 65_535);
         let state = UdpSocketState::new(UdpSockRef::from(&socket))?;
+        // A smaller buffer than asked only costs throughput.
         let _ = crate::iface::grow_socket_buffers(
             std::os::fd::AsRawFd::as_raw_fd(&socket),
             buffer_bytes,
@@ -95,16 +116,17 @@ impl UdpIo {
             socket,
             state,
             tx: TxQueue {
-                buf: vec![0u8; TX_DATAGRAMS * MAX_DATAGRAM_BYTES].into_boxed_slice(),
+                buf: vec![0u8; TX_DATAGRAMS * max_datagram].into_boxed_slice(),
                 items: Vec::with_capacity(TX_DATAGRAMS),
                 used: 0,
                 sent_items: 0,
                 sent_bytes: 0,
                 blocked: false,
             },
-            rx_buf: vec![0u8; quinn_udp::BATCH_SIZE * MAX_DATAGRAM_BYTES].into_boxed_slice(),
+            rx_buf: vec![0u8; quinn_udp::BATCH_SIZE * max_datagram].into_boxed_slice(),
             rx_meta: vec![RecvMeta::default(); quinn_udp::BATCH_SIZE],
             gso,
+            max_datagram,
         })
     }
 
@@ -141,14 +163,14 @@ impl UdpIo {
             if !self.send_queued()? {
                 return Ok(());
             }
-            let tx = &mut self.tx;
+            let (tx, max) = (&mut self.tx, self.max_datagram);
             while tx.items.len() < TX_DATAGRAMS {
-                let Some(slot) = tx.buf.get_mut(tx.used..tx.used + MAX_DATAGRAM_BYTES) else {
+                let Some(slot) = tx.buf.get_mut(tx.used..tx.used + max) else {
                     break;
                 };
                 match next(slot) {
                     Some(d) => {
-                        let len = d.len.min(MAX_DATAGRAM_BYTES);
+                        let len = d.len.min(max);
                         tx.items.push(Datagram { len, ..d });
                         tx.used += len;
                     }
@@ -240,7 +262,7 @@ impl UdpIo {
     ) -> io::Result<usize> {
         let mut iovs: Vec<IoSliceMut<'_>> = self
             .rx_buf
-            .chunks_mut(MAX_DATAGRAM_BYTES)
+            .chunks_mut(self.max_datagram)
             .map(IoSliceMut::new)
             .collect();
         let state = &self.state;
@@ -295,12 +317,20 @@ pub fn age_of(at: SystemTime) -> Duration {
 mod tests {
     use super::*;
 
+    fn config(buffer_bytes: usize, gso: bool) -> UdpIoConfig {
+        UdpIoConfig {
+            buffer_bytes,
+            gso,
+            max_datagram_bytes: MAX_DATAGRAM_BYTES,
+        }
+    }
+
     async fn pair() -> (UdpIo, UdpIo) {
         let a = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         let b = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         (
-            UdpIo::new(a, 1 << 20, true).expect("io"),
-            UdpIo::new(b, 1 << 20, true).expect("io"),
+            UdpIo::new(a, config(1 << 20, true)).expect("io"),
+            UdpIo::new(b, config(1 << 20, true)).expect("io"),
         )
     }
 
@@ -355,8 +385,8 @@ mod tests {
     async fn test_flood_stalls_and_resumes_without_error() {
         let a = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         let b = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
-        let mut a = UdpIo::new(a, 4096, false).expect("io");
-        let mut b = UdpIo::new(b, 4096, false).expect("io");
+        let mut a = UdpIo::new(a, config(4096, false)).expect("io");
+        let mut b = UdpIo::new(b, config(4096, false)).expect("io");
         let to = b.socket().local_addr().expect("addr");
         let mut offered = 0u64;
         while offered < 10_000 || a.stalled() {

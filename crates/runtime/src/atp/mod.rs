@@ -273,7 +273,15 @@ impl AtpEndpoint {
     ) -> Result<AtpEndpoint, Error> {
         let local_addr = socket.local_addr()?;
         // GSO for the DATA core marks coalescable (never for its probes: see `udp`).
-        let io = crate::udp::UdpIo::new(socket, options.socket_buffer_bytes, true)?;
+        let io = crate::udp::UdpIo::new(
+            socket,
+            crate::udp::UdpIoConfig {
+                buffer_bytes: options.socket_buffer_bytes,
+                gso: true,
+                max_datagram_bytes: usize::from(options.core.atp.spp.max_datagram_bytes)
+                    .max(crate::udp::MAX_DATAGRAM_BYTES),
+            },
+        )?;
         let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue.max(1));
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
         let driver = driver::Driver::new(io, options, cmd_tx.clone(), in_tx);

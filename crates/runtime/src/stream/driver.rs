@@ -11,6 +11,7 @@ use super::ring::Ring;
 use super::{Command, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
 use crate::clock::Clock;
 use crate::cm::host::{HostShared, Route};
+use crate::udp::{Datagram, UdpIo, UdpIoConfig};
 use adaptnet_core::Time;
 use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
 use adaptnet_core::session::token::TokenConfig;
@@ -23,8 +24,11 @@ use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-/// Datagrams read per wake-up before servicing (bounds one unit of work).
-const RECV_BATCH: usize = 64;
+/// Receive batches (`recvmmsg` calls) per wake-up before servicing (bounds one unit of
+/// work).
+const RECV_BATCHES: usize = 2;
+/// Room for the TCP header and options above the MSS in one datagram.
+const MAX_HEADER_BYTES: usize = 60;
 /// Service rounds (every stream polled) per wake-up while the CM keeps granting; beyond,
 /// the driver wakes itself at once (bounds one unit of work).
 const MAX_SERVICE_ROUNDS: usize = 8;
@@ -55,7 +59,7 @@ struct Slot {
 }
 
 pub(super) struct Driver {
-    socket: tokio::net::UdpSocket,
+    io: UdpIo,
     options: StreamOptions,
     clock: Clock,
     cm: Option<CmHandle>,
@@ -72,6 +76,15 @@ pub(super) struct Driver {
     rounds: usize,
     /// A listening endpoint's SYN cookies (a fresh secret per endpoint).
     cookies: SynCookies,
+    /// The last receive batch, copied out of the socket's buffers.
+    rx: RxBatch,
+}
+
+/// Datagrams of one receive batch, back to back, with their sources.
+#[derive(Default)]
+struct RxBatch {
+    bytes: Vec<u8>,
+    datagrams: Vec<(SocketAddr, std::ops::Range<usize>)>,
 }
 
 impl Driver {
@@ -81,12 +94,23 @@ impl Driver {
         incoming: mpsc::Sender<StreamConn>,
         host: Option<Rc<HostShared>>,
     ) -> std::io::Result<Driver> {
-        let socket = tokio::net::UdpSocket::from_std(socket)?;
+        // Every segment may share a GSO run: TCP measures nothing from packet spacing.
+        let max_datagram_bytes = usize::from(options.core.mss)
+            .saturating_add(MAX_HEADER_BYTES)
+            .min(MAX_DATAGRAM);
+        let io = UdpIo::new(
+            tokio::net::UdpSocket::from_std(socket)?,
+            UdpIoConfig {
+                buffer_bytes: options.socket_buffer_bytes,
+                gso: true,
+                max_datagram_bytes,
+            },
+        )?;
         // One clock for the CM and every driver that calls it: its inputs' `now` must not
         // go backwards.
         let clock = host.as_ref().map_or_else(Clock::new, |h| h.clock);
         Ok(Driver {
-            socket,
+            io,
             options,
             clock,
             cm: host.as_ref().map(|h| h.cm.clone()),
@@ -100,6 +124,7 @@ impl Driver {
             sent_count: 0,
             rounds: 0,
             cookies: SynCookies::new(TokenConfig::new(rand::rng().random())),
+            rx: RxBatch::default(),
         })
     }
 
@@ -108,7 +133,6 @@ impl Driver {
         mut cmd: mpsc::Receiver<Command>,
         mut stop: oneshot::Receiver<()>,
     ) {
-        let mut buf = vec![0u8; MAX_DATAGRAM];
         loop {
             let deadline = self.poll_timeout().map(|t| self.clock.instant_of(t));
             let sleep = async {
@@ -117,18 +141,18 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            let stalled = self.io.stalled();
             tokio::select! {
-                r = self.socket.recv_from(&mut buf) => {
-                    if let Ok((n, from)) = r {
-                        self.handle_datagram(from, buf.get(..n).unwrap_or_default());
-                        for _ in 1..RECV_BATCH {
-                            match self.socket.try_recv_from(&mut buf) {
-                                Ok((n, from)) => {
-                                    self.handle_datagram(from, buf.get(..n).unwrap_or_default());
-                                }
-                                Err(_) => break,
-                            }
-                        }
+                r = self.io.readable() => {
+                    if r.is_err() {
+                        break;
+                    }
+                    self.receive();
+                }
+                // The socket took the last batch only in part: send the rest when it can.
+                w = self.io.writable(), if stalled => {
+                    if w.is_err() {
+                        break;
                     }
                 }
                 c = cmd.recv() => match c {
@@ -140,7 +164,7 @@ impl Driver {
                 _ = &mut stop => break,
             }
             self.service();
-            if self.flush().await.is_err() {
+            if self.flush().is_err() {
                 break;
             }
         }
@@ -540,32 +564,54 @@ impl Driver {
         }
     }
 
-    async fn flush(&mut self) -> std::io::Result<()> {
-        while let Some((to, data)) = self.out.pop_front() {
-            self.sent_count += 1;
-            if self
-                .options
-                .drop_every_nth_sent
-                .is_some_and(|n| n > 0 && self.sent_count.is_multiple_of(n))
-            {
-                self.stats.injected_drops += 1;
-                continue;
+    /// Reads up to [`RECV_BATCHES`] batches of datagrams (`recvmmsg`). A batch is copied
+    /// out of the socket's buffers into `rx` (reused; `handle_datagram` needs the whole
+    /// driver while the socket's buffers belong to it) and then handled datagram by datagram.
+    fn receive(&mut self) {
+        let mut rx = std::mem::take(&mut self.rx);
+        for _ in 0..RECV_BATCHES {
+            rx.bytes.clear();
+            rx.datagrams.clear();
+            let got = self.io.recv_batch(|from, _, data| {
+                let start = rx.bytes.len();
+                rx.bytes.extend_from_slice(data);
+                rx.datagrams.push((from, start..rx.bytes.len()));
+            });
+            if !matches!(got, Ok(n) if n > 0) {
+                break;
             }
-            loop {
-                match self.socket.try_send_to(&data, to) {
-                    Ok(_) => {
-                        self.stats.datagrams_sent += 1;
-                        break;
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        self.socket.writable().await?;
-                    }
-                    // Lost as a network would lose it; the protocol recovers.
-                    Err(_) => break,
-                }
+            for (from, range) in &rx.datagrams {
+                let data = rx.bytes.get(range.clone()).unwrap_or_default();
+                self.handle_datagram(*from, data);
             }
         }
-        Ok(())
+        self.rx = rx;
+    }
+
+    /// Hands the queued segments to the socket in batches (runs to one peer as GSO
+    /// super-packets); what the kernel does not take now waits in [`UdpIo`] while the loop
+    /// goes on reading.
+    fn flush(&mut self) -> std::io::Result<()> {
+        let (out, stats, sent_count) = (&mut self.out, &mut self.stats, &mut self.sent_count);
+        let drop_every = self.options.drop_every_nth_sent.filter(|&n| n > 0);
+        self.io.send_from(|buf| {
+            loop {
+                let (to, data) = out.pop_front()?;
+                *sent_count += 1;
+                if drop_every.is_some_and(|n| sent_count.is_multiple_of(n)) {
+                    stats.injected_drops += 1;
+                    continue;
+                }
+                let len = data.len().min(buf.len());
+                buf.get_mut(..len)?.copy_from_slice(data.get(..len)?);
+                stats.datagrams_sent += 1;
+                return Some(Datagram {
+                    to,
+                    len,
+                    coalesce: true,
+                });
+            }
+        })
     }
 }
 

@@ -239,11 +239,6 @@ impl StreamEndpoint {
         options: StreamOptions,
     ) -> Result<StreamEndpoint, Error> {
         socket.set_nonblocking(true)?;
-        // A smaller buffer than asked only costs throughput.
-        let _ = crate::iface::grow_socket_buffers(
-            std::os::fd::AsRawFd::as_raw_fd(&socket),
-            options.socket_buffer_bytes,
-        );
         let local_addr = socket.local_addr()?;
         let (cmd_tx, cmd_rx) = mpsc::channel(64);
         let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
