@@ -13,6 +13,7 @@
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
 //! * [`naitcp`]: the NAI-TCP and NAI-MTCPk baselines over kernel TCP sockets.
+//! * [`loopback`]: bulk-transfer workloads over loopback, the benchmarks' common ground.
 //! * [`udp`]: the drivers' UDP I/O — batched (`recvmmsg`, optional GSO) through quinn-udp,
 //!   never blocking the driver on a full socket, each datagram stamped with its kernel
 //!   arrival time.
@@ -54,6 +55,7 @@ pub mod clock;
 pub mod cm;
 pub mod env;
 pub mod iface;
+pub mod loopback;
 pub mod naitcp;
 pub mod netns;
 pub mod stream;

@@ -25,10 +25,10 @@
 //! and deciding actions in the same process slows the transfer — reported against the
 //! run-to-run noise of the same runs.
 
-use super::loopback_bench::cpu_time;
 use adaptnet_core::env::{ActionTable, Level, LevelMask, Name, Param, TcpAction, Watermarks};
 use adaptnet_experiments::report::table::Table;
 use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
+use adaptnet_runtime::loopback::cpu_time;
 use adaptnet_runtime::netns::NetnsLink;
 use anyhow::{Context, Result, anyhow};
 use std::io::{Read, Write};
