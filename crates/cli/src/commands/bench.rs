@@ -30,7 +30,7 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
         ]);
         t.row([
             "loopback",
-            "bulk throughput over loopback UDP/TCP: ATP, NAI-TCP, kernel TCP (Gbit/s, CPU s/GB; \
+            "bulk throughput over loopback UDP/TCP: ATP, NAI-TCP, stream, kernel TCP (Gbit/s, CPU s/GB; \
              256 MB each)",
         ]);
         print!("{}", t.render());
