@@ -88,7 +88,17 @@ impl BaselineClient {
         kind: BaselineKind,
         levels: u8,
     ) -> Result<BaselineClient, Error> {
-        let sender = BaselineSender::new(BaselineConfig::new(kind, levels));
+        BaselineClient::connect_with(peer, BaselineConfig::new(kind, levels)).await
+    }
+
+    /// [`connect`](Self::connect) with every bound of the baseline chosen by the caller, e.g.
+    /// [`BaselineConfig::max_buffered_bytes`], the message bytes the sender holds until their
+    /// outcome (64 MiB by default; beyond it `send` fails with `BufferFull`).
+    pub async fn connect_with(
+        peer: SocketAddr,
+        config: BaselineConfig,
+    ) -> Result<BaselineClient, Error> {
+        let sender = BaselineSender::new(config);
         let (ack_tx, ack_rx) = mpsc::unbounded_channel::<(usize, u64)>();
         let mut links = Vec::new();
         for i in 0..sender.connections() {
