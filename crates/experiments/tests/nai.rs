@@ -120,6 +120,32 @@ fn test_every_agent_delivers_messages_end_to_end() {
         assert_eq!(on_time, 20, "{imp:?}: {:?}", l.messages());
         assert!(l.each_has_one_outcome(), "{imp:?}");
         assert_eq!(receiver_delivered(&mut r), 20.0, "{imp:?}");
+        assert_eq!(r.payload_check(), None, "sizes only by default");
+    }
+}
+
+#[test]
+fn test_testbed_option_makes_every_message_carry_its_bytes() {
+    let mut p = testbed_params();
+    p.message_bytes = true;
+    let bandwidth = Bandwidth::Constant {
+        rate_bytes_per_s: 100.0 * KB,
+    };
+    let tb = Testbed::new(&p, bandwidth, "test").expect("testbed");
+    let specs: Vec<MessageSpec> = (0..20)
+        .map(|i| spec(100 + i * 500, 1 + i * 700, (i % 2) as u8, 2000))
+        .collect();
+    for imp in [
+        Implementation::Atp,
+        Implementation::AtpTcp,
+        Implementation::NaiTcp,
+        Implementation::Mtcp(2),
+    ] {
+        let r = run(&tb, imp, specs.clone(), 15);
+        let c = r.payload_check().expect("bytes carried");
+        assert!(c.all_match() && c.delivered == 20, "{imp:?}: {c:?}");
+        let l = r.ledger().expect("ledger");
+        assert_eq!(l.messages().values().filter(|m| m.on_time()).count(), 20);
     }
 }
 

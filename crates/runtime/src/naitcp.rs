@@ -3,8 +3,10 @@
 //! highest, early termination on timer expiry). A user can run them on the same network as
 //! ATP to compare.
 //!
-//! Every decision is core's [`BaselineSender`] and [`RecordReceiver`]; this module moves
-//! record bytes. The sender's "unacknowledged bytes" of a connection — what the paper's
+//! Every decision is core's [`BaselineSender`] and [`RecordReceiver`], and so is the framing
+//! (`submit_bytes` holds a message's bytes, bounded; `poll_transmit_bytes` writes each record;
+//! `handle_bytes` splits the stream into records and reassembles): this module moves record
+//! bytes between core and the sockets. The sender's "unacknowledged bytes" of a connection — what the paper's
 //! blocking send waited on — are the bytes queued for the socket plus the kernel's send
 //! queue (`SIOCOUTQ`: unsent and unacknowledged), so the 32 KB send-buffer bound means the
 //! same thing as on the paper's FreeBSD hosts.
@@ -13,7 +15,7 @@ use crate::atp::{Error, Message};
 use crate::clock::Clock;
 use crate::iface::send_queue_bytes;
 use adaptnet_core::Time;
-use adaptnet_core::nai::baseline::record::{RECORD_HEADER_LEN, RecordHeader, RecordReceiver};
+use adaptnet_core::nai::baseline::record::RecordReceiver;
 use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind, BaselineSender};
 use adaptnet_core::nai::{MessageId, NaiEvent, Outcome, SendOptions};
 use adaptnet_core::spp::SppEvent;
@@ -86,7 +88,17 @@ impl BaselineClient {
         kind: BaselineKind,
         levels: u8,
     ) -> Result<BaselineClient, Error> {
-        let sender = BaselineSender::new(BaselineConfig::new(kind, levels));
+        BaselineClient::connect_with(peer, BaselineConfig::new(kind, levels)).await
+    }
+
+    /// [`connect`](Self::connect) with every bound of the baseline chosen by the caller, e.g.
+    /// [`BaselineConfig::max_buffered_bytes`], the message bytes the sender holds until their
+    /// outcome (64 MiB by default; beyond it `send` fails with `BufferFull`).
+    pub async fn connect_with(
+        peer: SocketAddr,
+        config: BaselineConfig,
+    ) -> Result<BaselineClient, Error> {
+        let sender = BaselineSender::new(config);
         let (ack_tx, ack_rx) = mpsc::unbounded_channel::<(usize, u64)>();
         let mut links = Vec::new();
         for i in 0..sender.connections() {
@@ -148,18 +160,15 @@ async fn drive(
     mut acks: mpsc::UnboundedReceiver<(usize, u64)>,
 ) {
     let clock = Clock::new();
-    // Message bytes and how many are written, until the outcome.
-    let mut data: HashMap<MessageId, (Vec<u8>, usize)> = HashMap::new();
     let mut waiting: HashMap<MessageId, oneshot::Sender<Outcome>> = HashMap::new();
     loop {
         let now = clock.now();
-        let blocked = write_records(&mut sender, &links, &mut data, now);
+        let blocked = write_records(&mut sender, &links, now);
         while let Some(ev) = sender.poll_event() {
-            if let NaiEvent::Outcome { id, outcome } = ev {
-                data.remove(&id);
-                if let Some(tx) = waiting.remove(&id) {
-                    let _ = tx.send(outcome);
-                }
+            if let NaiEvent::Outcome { id, outcome } = ev
+                && let Some(tx) = waiting.remove(&id)
+            {
+                let _ = tx.send(outcome);
             }
         }
         let timer = sender.poll_timeout();
@@ -184,10 +193,9 @@ async fn drive(
                 Some(Cmd::Send { data: bytes, opts, reply }) => {
                     let now = clock.now();
                     let r = sender
-                        .submit(now, bytes.len() as u64, opts)
+                        .submit_bytes(now, bytes, opts)
                         .map_err(Error::from)
                         .map(|id| {
-                            data.insert(id, (bytes, 0));
                             let (tx, rx) = oneshot::channel();
                             waiting.insert(id, tx);
                             BaselineHandle { id, outcome: rx }
@@ -217,32 +225,20 @@ async fn drive(
 
 /// Writes every record the sender allows; returns whether some connection has a message
 /// waiting for room (so the driver re-checks the kernel queue soon).
-fn write_records(
-    sender: &mut BaselineSender,
-    links: &[Link],
-    data: &mut HashMap<MessageId, (Vec<u8>, usize)>,
-    now: Time,
-) -> bool {
+fn write_records(sender: &mut BaselineSender, links: &[Link], now: Time) -> bool {
     for (i, link) in links.iter().enumerate() {
+        let mut rec = Vec::new();
         loop {
             let unacked =
                 link.queued.load(Ordering::Relaxed) + send_queue_bytes(link.fd).unwrap_or(0);
-            let Some(h) = sender.poll_transmit(now, i, unacked) else {
+            if sender
+                .poll_transmit_bytes(now, i, unacked, &mut rec)
+                .is_none()
+            {
                 break;
-            };
-            let mut rec = vec![0u8; RECORD_HEADER_LEN];
-            if h.emit(&mut rec).is_err() {
-                break;
-            }
-            if let Some((bytes, written)) = data.get_mut(&MessageId(h.msg_id)) {
-                let end = written
-                    .saturating_add(h.chunk_len as usize)
-                    .min(bytes.len());
-                rec.extend_from_slice(bytes.get(*written..end).unwrap_or_default());
-                *written = end;
             }
             link.queued.fetch_add(rec.len() as u64, Ordering::Relaxed);
-            if link.records.send(rec).is_err() {
+            if link.records.send(std::mem::take(&mut rec)).is_err() {
                 break;
             }
         }
@@ -308,59 +304,30 @@ async fn receive(stream: TcpStream, out: mpsc::UnboundedSender<Message>) {
     let _ = stream.set_nodelay(true);
     let clock = Clock::new();
     let (mut rd, mut wr) = stream.into_split();
-    let mut rx = RecordReceiver::new();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut partial: Option<(u64, Vec<u8>)> = None;
+    let mut rx = RecordReceiver::with_max_message_bytes(u64::from(MAX_MESSAGE_BYTES));
     let mut chunk = vec![0u8; 64 << 10];
     loop {
         let n = match rd.read(&mut chunk).await {
             Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
-        buf.extend_from_slice(chunk.get(..n).unwrap_or_default());
-        // Every complete record in the buffer, in stream order.
-        let mut used = 0;
-        loop {
-            let rest = buf.get(used..).unwrap_or_default();
-            let Some(head) = rest.get(..RECORD_HEADER_LEN) else {
-                break;
-            };
-            let Ok(h) = RecordHeader::parse(head) else {
-                return; // a corrupt stream cannot be resynchronised: drop the connection
-            };
-            if h.msg_len > MAX_MESSAGE_BYTES {
-                return;
-            }
-            let total = RECORD_HEADER_LEN + h.chunk_len as usize;
-            let Some(body) = rest.get(RECORD_HEADER_LEN..total) else {
-                break;
-            };
-            match &mut partial {
-                Some((id, bytes)) if *id == h.msg_id => bytes.extend_from_slice(body),
-                _ => partial = Some((h.msg_id, body.to_vec())),
-            }
-            if rx.handle_record(clock.now(), &h).is_err() {
-                return;
-            }
-            used += total;
-            while let Some(ev) = rx.poll_event() {
-                match ev {
-                    SppEvent::Delivered(d) => {
-                        let data = match partial.take() {
-                            Some((id, bytes)) if id == d.id.0 => bytes,
-                            _ => Vec::new(),
-                        };
-                        let _ = out.send(Message {
-                            id: d.id,
-                            priority: d.priority,
-                            data,
-                        });
-                    }
-                    SppEvent::Discarded { .. } => partial = None,
-                }
+        // Every record completed by these bytes, in stream order; a corrupt stream cannot be
+        // resynchronised: drop the connection.
+        if rx
+            .handle_bytes(clock.now(), chunk.get(..n).unwrap_or_default())
+            .is_err()
+        {
+            return;
+        }
+        while let Some(ev) = rx.poll_event() {
+            if let SppEvent::Delivered(d) = ev {
+                let _ = out.send(Message {
+                    id: d.id,
+                    priority: d.priority,
+                    data: d.data.unwrap_or_default(),
+                });
             }
         }
-        buf.drain(..used);
         let acks = rx.take_acks();
         if acks > 0 {
             let ack = vec![1u8; acks as usize];

@@ -248,7 +248,7 @@ async fn nai_tcp_over_kernel_tcp_completes_a_workload() {
 /// about 54 s at this rate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn urgent_message_latency_under_a_bulk_transfer() {
-    use adaptnet_core::nai::baseline::BaselineKind;
+    use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind};
     use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
     let Some(link) = Link::new("l", 80) else {
         return;
@@ -322,7 +322,10 @@ async fn urgent_message_latency_under_a_bulk_transfer() {
         let listener =
             link.inside(|addr| std::net::TcpListener::bind(addr).expect("listen inside"));
         let mut server = BaselineServer::from_std(listener).expect("server");
-        let client = BaselineClient::connect(server.local_addr(), kind, 2)
+        // Room for the bulk message and the urgent one (the sender's bound, as for ATP).
+        let mut config = BaselineConfig::new(kind, 2);
+        config.max_buffered_bytes = 2 * BULK as u64;
+        let client = BaselineClient::connect_with(server.local_addr(), config)
             .await
             .expect("connected");
         let _bulk = client.send(vec![1; BULK], low).await.expect("queued");

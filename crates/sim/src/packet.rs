@@ -1,5 +1,6 @@
 //! Packets as the simulator carries them: addresses, a transport header in wire format, and
-//! a count of (virtual) payload bytes.
+//! a count of payload bytes — virtual by default, or materialised when an agent carries
+//! message bytes ([`Packet::payload`]).
 //!
 //! Protocols serialise their real headers into [`Packet::header`] with their `emit`, and the
 //! receiving agent parses them back with `parse`: every simulated packet exercises the same
@@ -8,6 +9,7 @@
 use crate::link::WireSize;
 use smallvec::SmallVec;
 use std::fmt;
+use std::sync::Arc;
 
 /// Index of a node (host or router) in a [`World`](crate::world::World).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -88,8 +90,13 @@ pub struct Packet {
     pub proto: Proto,
     /// Transport header (TCP) or leading UDP payload bytes, in wire format.
     pub header: Header,
-    /// Payload bytes after the header that are not materialised.
+    /// Payload bytes after the header: their count, which is what the link carries and
+    /// times.
     pub payload_len: u32,
+    /// The payload bytes themselves, when the sending agent carries them (NAI agents asked to
+    /// carry message bytes); `payload_len` of them. `None`: the payload is virtual, the
+    /// default, which keeps long runs fast. Shared, so cloning a packet does not copy them.
+    pub payload: Option<Arc<[u8]>>,
     /// Simulator bookkeeping.
     pub meta: Meta,
 }
@@ -103,6 +110,7 @@ impl Packet {
             proto,
             header: Header::new(),
             payload_len,
+            payload: None,
             meta: Meta::default(),
         }
     }
@@ -121,6 +129,16 @@ impl Packet {
         let written = emit(&mut p.header)?;
         p.header.truncate(written);
         Ok(p)
+    }
+
+    /// Materialises the payload: a copy of `data`, which must be `payload_len` bytes long
+    /// (otherwise the payload stays virtual and `false` is returned).
+    pub fn set_payload(&mut self, data: &[u8]) -> bool {
+        if u32::try_from(data.len()).ok() != Some(self.payload_len) {
+            return false;
+        }
+        self.payload = Some(Arc::from(data));
+        true
     }
 }
 

@@ -2,8 +2,9 @@
 //! by Wireshark and tshark.
 //!
 //! Each record holds a synthesised IPv4 header, a UDP header for UDP packets, and the
-//! packet's transport header bytes. Virtual payload is not materialised: the record's
-//! captured length is shorter than its original length, as with a snap length.
+//! packet's transport header bytes, then its payload when the packet carries real bytes
+//! ([`Packet::payload`]). Virtual payload is not materialised: the record's captured length is
+//! shorter than its original length, as with a snap length.
 
 use crate::packet::{IPV4_HEADER_LEN, Packet, Proto, UDP_HEADER_LEN};
 use adaptnet_core::Time;
@@ -56,7 +57,8 @@ impl PcapWriter {
         let udp = p.proto == Proto::Udp;
         let captured = IPV4_HEADER_LEN as usize
             + if udp { UDP_HEADER_LEN as usize } else { 0 }
-            + p.header.len();
+            + p.header.len()
+            + p.payload.as_ref().map_or(0, |b| b.len());
         let offset = self.buf.len();
         let ns = at.as_nanos();
         self.buf
@@ -87,6 +89,9 @@ impl PcapWriter {
             self.buf.extend_from_slice(&0u16.to_be_bytes()); // checksum optional in IPv4
         }
         self.buf.extend_from_slice(&p.header);
+        if let Some(b) = &p.payload {
+            self.buf.extend_from_slice(b);
+        }
         self.index.push((at, offset, self.buf.len() - offset));
     }
 
@@ -155,6 +160,18 @@ mod tests {
         // The IPv4 header checksum verifies to zero.
         assert_eq!(ipv4_checksum(&b[40..60]), 0);
         assert_eq!(&b[52..56], &[10, 0, 0, 1]);
+        // A packet that carries its bytes is captured whole.
+        let mut w = PcapWriter::new();
+        assert!(
+            !p.set_payload(&[7; 999]),
+            "the payload must be payload_len long"
+        );
+        assert!(p.set_payload(&[7; 1000]));
+        w.record(Time::ZERO, &p);
+        let b = &w.bytes();
+        assert_eq!(&b[32..36], &(20u32 + 8 + 4 + 1000).to_le_bytes());
+        assert_eq!(b.len(), HEADER_LEN + 16 + 20 + 8 + 4 + 1000);
+        assert_eq!(b.last(), Some(&7));
     }
 
     #[test]

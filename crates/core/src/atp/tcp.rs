@@ -367,6 +367,8 @@ pub struct AtpTcpReceiver {
     /// Bytes allocated to partly received messages (bounded by
     /// [`TcpFramingConfig::max_reassembly_bytes`]).
     reassembly_bytes: u64,
+    /// Message bytes carried by the DATA segments handled.
+    data_bytes: u64,
 }
 
 impl AtpTcpReceiver {
@@ -378,7 +380,14 @@ impl AtpTcpReceiver {
             partial: BTreeMap::new(),
             events: VecDeque::new(),
             reassembly_bytes: 0,
+            data_bytes: 0,
         }
+    }
+
+    /// Message bytes carried by the DATA segments handled so far (headers and padding
+    /// excluded): what the sender's messages used of the stream.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_bytes
     }
 
     /// Bytes allocated to partly received messages.
@@ -484,6 +493,7 @@ impl AtpTcpReceiver {
                     }
                 }
                 p.got.insert(start, start + u64::from(h.len));
+                self.data_bytes += u64::from(h.len);
                 if p.got.covers(0, p.len)
                     && let Some(p) = self.partial.remove(&h.msg_id)
                 {

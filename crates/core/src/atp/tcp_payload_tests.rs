@@ -6,7 +6,7 @@
 //! stream's bytes are the ones the sender wrote, in order, as a socket would carry them.)
 
 use crate::atp::tcp::{AtpTcpReceiver, AtpTcpSender, TcpFramingConfig};
-use crate::nai::baseline::record::{RECORD_HEADER_LEN, RecordHeader, RecordReceiver};
+use crate::nai::baseline::record::RecordReceiver;
 use crate::nai::baseline::{BaselineConfig, BaselineKind, BaselineSender};
 use crate::nai::{
     MessageId, NaiConfig, NaiEvent, OnExpiry, Outcome, Priority, QueueId, SendOptions,
@@ -220,10 +220,7 @@ fn baseline_over_tcp(seed: u64, loss: f64, count: usize, kind: BaselineKind) -> 
     let mut links: Vec<Link> = (0..tx.connections())
         .map(|i| Link::new(seed.wrapping_add(i as u64), loss))
         .collect();
-    let mut rxs: Vec<(RecordReceiver, Vec<u8>)> = links
-        .iter()
-        .map(|_| (RecordReceiver::new(), Vec::new()))
-        .collect();
+    let mut rxs: Vec<RecordReceiver> = links.iter().map(|_| RecordReceiver::new()).collect();
     let mut t = Tally::default();
     for (data, opts) in random_messages(&mut rng, count) {
         let hash = digest(&data);
@@ -233,28 +230,20 @@ fn baseline_over_tcp(seed: u64, loss: f64, count: usize, kind: BaselineKind) -> 
     let mut now = Time::ZERO;
     while now < Time::from_secs(300) && t.outcomes.len() < count {
         now += Duration::from_millis(1);
-        for (i, (link, (rx, pending))) in links.iter_mut().zip(rxs.iter_mut()).enumerate() {
+        for (i, (link, rx)) in links.iter_mut().zip(rxs.iter_mut()).enumerate() {
             if link.client.is_established() {
-                while let Some(h) = tx.poll_transmit(now, i, link.client.bytes_unacked()) {
-                    let mut head = [0u8; RECORD_HEADER_LEN];
-                    h.emit(&mut head).expect("fits");
-                    link.stream.extend_from_slice(&head);
-                    link.stream
-                        .extend_from_slice(tx.record_payload(&h).expect("bytes held"));
-                    link.client.write(h.stream_len());
+                let mut record = Vec::new();
+                while tx
+                    .poll_transmit_bytes(now, i, link.client.bytes_unacked(), &mut record)
+                    .is_some()
+                {
+                    link.stream.extend_from_slice(&record);
+                    link.client.write(record.len() as u64);
                 }
             }
-            pending.extend_from_slice(&link.step(now));
-            // Records as they complete in the stream: header, then its chunk.
-            while let Some(h) = pending.get(..RECORD_HEADER_LEN).map(RecordHeader::parse) {
-                let h = h.expect("a valid record");
-                let end = RECORD_HEADER_LEN + h.chunk_len as usize;
-                let Some(body) = pending.get(RECORD_HEADER_LEN..end) else {
-                    break;
-                };
-                rx.handle_record_payload(now, &h, body).expect("consistent");
-                pending.drain(..end);
-            }
+            // Records as they complete in the stream.
+            rx.handle_bytes(now, &link.step(now))
+                .expect("a valid stream");
             // The 1-byte acknowledgements travel back on the same connection.
             let acks = rx.take_acks();
             if acks > 0 {

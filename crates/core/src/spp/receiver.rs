@@ -22,8 +22,8 @@ pub struct Delivery {
     /// When the last piece arrived.
     pub at: Time,
     /// The message's bytes, when the engine carries them
-    /// ([`SppReceiver::handle_datagram_payload`]); `None` in the simulator, whose packets
-    /// carry sizes only.
+    /// ([`SppReceiver::handle_datagram_payload`]); `None` when it moves sizes only (the
+    /// simulator's default).
     pub data: Option<Vec<u8>>,
 }
 
@@ -97,7 +97,7 @@ impl SppReceiver {
     }
 
     /// Handles one arriving datagram (`payload_len` bytes after the header) whose payload
-    /// the engine does not carry (the simulator): deliveries report sizes only.
+    /// the engine does not carry (the simulator's default): deliveries report sizes only.
     pub fn handle_datagram(&mut self, now: Time, repr: &SppRepr, payload_len: u32) {
         self.handle(now, repr, payload_len, None);
     }

@@ -6,7 +6,8 @@
 //! [`CongestionController`]; NewReno is the default.
 //!
 //! Application data is *virtual*: the stream counts bytes and positions, not their contents.
-//! Engines that carry real bytes keep them in their own buffers, indexed by stream offset.
+//! Engines that carry real bytes keep them in their own buffers, indexed by stream offset
+//! ([`bytes`] has the two they need).
 //!
 //! Read in this order: [`seq`] (positions vs. wire numbers), `send.rs` (the sender's state
 //! machine), `recv.rs` (the receiver's), then [`Connection`].
@@ -24,6 +25,7 @@
 //! ```
 //! `poll_transmit` must be drained after *every* input, including `write` and timeouts.
 
+pub mod bytes;
 pub mod cookie;
 pub mod options;
 mod ranges;

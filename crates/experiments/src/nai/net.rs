@@ -18,10 +18,11 @@ use adaptnet_core::atp::AtpConfig;
 use adaptnet_core::atp::EstimatorMode;
 use adaptnet_core::nai::NaiConfig;
 use adaptnet_core::nai::baseline::BaselineKind;
-use adaptnet_sim::agents::atp::{self, AtpAgent, RateFeed};
-use adaptnet_sim::agents::atp_tcp::{self, AtpTcpAgent};
+use adaptnet_sim::agents::atp::{self, AtpAgent, AtpSink, RateFeed};
+use adaptnet_sim::agents::atp_tcp::{self, AtpTcpAgent, AtpTcpSink};
+use adaptnet_sim::agents::message_bytes::{MessageData, PayloadCheck};
 use adaptnet_sim::agents::nai_app::{Ledger, NaiApp};
-use adaptnet_sim::agents::nai_tcp::{self, NaiTcpAgent};
+use adaptnet_sim::agents::nai_tcp::{self, NaiTcpAgent, NaiTcpSink};
 use adaptnet_sim::link::{Bandwidth, LinkConfig, LossModel, QueueLimit};
 use adaptnet_sim::world::{AgentId, World, WorldError};
 use std::time::Duration;
@@ -43,6 +44,8 @@ pub struct Testbed {
     pub reverse_bytes_per_s: f64,
     /// Oracle update period.
     pub oracle_period: Duration,
+    /// Whether messages carry bytes.
+    pub data: MessageData,
 }
 
 impl Testbed {
@@ -62,6 +65,11 @@ impl Testbed {
                 "testbed.oracle_period_s",
                 file,
             )?),
+            data: if p.message_bytes {
+                MessageData::Bytes
+            } else {
+                MessageData::Sizes
+            },
         })
     }
 }
@@ -167,6 +175,7 @@ impl Run {
             payload_fraction: PAYLOAD_FRACTION,
         };
         let levels = atp.nai.levels;
+        let data = testbed.data;
         let (sender, receiver) = match implementation {
             Implementation::Atp => atp::install(
                 &mut world,
@@ -179,6 +188,7 @@ impl Run {
                 app,
                 start,
                 stop,
+                data,
             ),
             Implementation::AtpDefault => {
                 let atp = AtpConfig {
@@ -189,11 +199,13 @@ impl Run {
                     ..atp
                 };
                 let feed = RateFeed::Estimated;
-                atp::install(&mut world, &name, atp, feed, s, r, PORT, app, start, stop)
+                atp::install(
+                    &mut world, &name, atp, feed, s, r, PORT, app, start, stop, data,
+                )
             }
-            Implementation::Oracle => {
-                atp::install(&mut world, &name, atp, oracle, s, r, PORT, app, start, stop)
-            }
+            Implementation::Oracle => atp::install(
+                &mut world, &name, atp, oracle, s, r, PORT, app, start, stop, data,
+            ),
             Implementation::AtpTcp => atp_tcp::install(
                 &mut world,
                 &name,
@@ -206,6 +218,7 @@ impl Run {
                 app,
                 start,
                 stop,
+                data,
             ),
             Implementation::NaiTcp | Implementation::Mtcp(_) => {
                 let kind = match implementation {
@@ -215,7 +228,7 @@ impl Run {
                     _ => BaselineKind::NaiTcp,
                 };
                 nai_tcp::install(
-                    &mut world, &name, kind, levels, s, r, PORT, app, start, stop,
+                    &mut world, &name, kind, levels, s, r, PORT, app, start, stop, data,
                 )
             }
         }
@@ -265,6 +278,21 @@ impl Run {
             .or_else(|| w.agent::<NaiTcpAgent>(id).map(NaiTcpAgent::app))
             .or_else(|| w.agent::<AtpTcpAgent>(id).map(AtpTcpAgent::app))?;
         (app as &dyn std::any::Any).downcast_ref::<T>()
+    }
+
+    /// With message bytes on ([`Testbed::data`]), every delivery checked against what the
+    /// sender sent; `None` when messages carry sizes only.
+    pub fn payload_check(&self) -> Option<PayloadCheck> {
+        let w = &self.world;
+        let (s, r) = (self.sender, self.receiver);
+        if let (Some(a), Some(k)) = (w.agent::<AtpAgent>(s), w.agent::<AtpSink>(r)) {
+            return a.message_bytes().map(|b| k.payload_check(b));
+        }
+        if let (Some(a), Some(k)) = (w.agent::<AtpTcpAgent>(s), w.agent::<AtpTcpSink>(r)) {
+            return a.message_bytes().map(|b| k.payload_check(b));
+        }
+        let (a, k) = (w.agent::<NaiTcpAgent>(s)?, w.agent::<NaiTcpSink>(r)?);
+        a.message_bytes().map(|b| k.payload_check(b))
     }
 
     /// The ATP sender agent, for ATP and the oracle.

@@ -21,6 +21,11 @@ pub struct TestbedParams {
     pub reverse_kbytes_per_s: f64,
     /// How often the oracle reads the true bandwidth (and the window it averages over).
     pub oracle_period_s: f64,
+    /// Messages carry bytes end to end (contents from the run's seed, every delivery checked
+    /// by digest) instead of sizes only. Off by default: the reproductions need sizes only,
+    /// which is faster, and carrying bytes changes no decision.
+    #[serde(default)]
+    pub message_bytes: bool,
 }
 
 /// How a bandwidth trace is obtained.

@@ -7,7 +7,6 @@
 //! driver when one of its streams is granted).
 
 use super::StreamStats;
-use super::ring::Ring;
 use super::{Command, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
 use crate::clock::Clock;
 use crate::cm::host::{HostShared, Route};
@@ -15,8 +14,9 @@ use crate::udp::{Datagram, UdpIo, UdpIoConfig};
 use adaptnet_core::Time;
 use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
 use adaptnet_core::session::token::TokenConfig;
+use adaptnet_core::tcp::bytes::ReceiveRing;
 use adaptnet_core::tcp::cookie::SynCookies;
-use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr, seq};
+use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr};
 use rand::RngExt;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -44,7 +44,7 @@ struct Slot {
     /// The peer's initial sequence number, once its SYN is seen.
     irs: Option<u32>,
     iss: u32,
-    ring: Ring,
+    ring: ReceiveRing,
     /// Bytes passed to `Connection::write`.
     written: u64,
     close_called: bool,
@@ -247,7 +247,7 @@ impl Driver {
             shared: self.new_shared(),
             irs,
             iss,
-            ring: Ring::new(ring),
+            ring: ReceiveRing::new(ring),
             written: 0,
             close_called: false,
             flow,
@@ -319,12 +319,8 @@ impl Driver {
             && !payload.is_empty()
             && !repr.flags.syn
         {
-            // Position 0 is the SYN: data offset = position − 1.
-            let reference = slot.conn.bytes_delivered() + 1;
-            let pos = seq::from_wire(irs, repr.seq, reference);
-            if pos >= 1 {
-                slot.ring.store(pos - 1, payload);
-            }
+            let near = slot.conn.bytes_delivered();
+            slot.ring.store_segment(irs, repr.seq, near, payload);
         }
         slot.conn.handle_segment(now, &repr, payload_len);
     }
@@ -436,7 +432,7 @@ impl Driver {
         // The application's side: new bytes, freed bytes, delivered bytes.
         {
             let mut s = lock(&slot.shared);
-            let total = s.send_base + s.send_buf.len() as u64;
+            let total = s.send_buf.end();
             if total > slot.written && slot.conn.is_established() {
                 slot.conn.write(total - slot.written);
                 slot.written = total;
@@ -446,14 +442,10 @@ impl Driver {
                 slot.close_called = true;
             }
             let acked = slot.conn.bytes_acked().min(total);
-            if acked > s.send_base {
-                let n = usize::try_from(acked - s.send_base).unwrap_or(usize::MAX);
-                let n = n.min(s.send_buf.len());
-                s.send_buf.drain(..n);
-                s.send_base = acked;
-                if let Some(w) = s.write_waker.take() {
-                    w.wake();
-                }
+            if s.send_buf.release_through(acked) > 0
+                && let Some(w) = s.write_waker.take()
+            {
+                w.wake();
             }
             let ready = slot.conn.bytes_delivered().saturating_sub(slot.ring.base());
             let room = if s.dropped {
@@ -483,18 +475,18 @@ impl Driver {
             dgram.truncate(h + seg.payload_len as usize);
             if seg.payload_len > 0 {
                 let s = lock(&slot.shared);
-                let pos = seq::from_wire(slot.iss, seg.repr.seq, s.send_base + 1);
-                let start = pos.saturating_sub(1).saturating_sub(s.send_base);
-                let start = usize::try_from(start).unwrap_or(usize::MAX);
-                let len = seg.payload_len as usize;
-                let (Some(dst), true) = (dgram.get_mut(h..), start + len <= s.send_buf.len())
-                else {
+                let copied = dgram
+                    .get_mut(h..)
+                    .is_some_and(|dst| s.send_buf.copy_segment(slot.iss, seg.repr.seq, dst));
+                if !copied {
                     // Core asked for bytes the runtime no longer holds: an engine bug.
-                    tracing::error!(pos, start, len, "segment outside the send buffer");
+                    tracing::error!(
+                        seq = seg.repr.seq,
+                        base = s.send_buf.base(),
+                        len = seg.payload_len,
+                        "segment outside the send buffer"
+                    );
                     continue;
-                };
-                for (d, b) in dst.iter_mut().zip(s.send_buf.range(start..start + len)) {
-                    *d = *b;
                 }
             }
             self.out.push_back((key.0, dgram));

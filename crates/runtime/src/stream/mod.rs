@@ -49,9 +49,9 @@
 //! ```
 
 mod driver;
-mod ring;
 
 use adaptnet_core::tcp::TcpConfig;
+use adaptnet_core::tcp::bytes::SendBuffer;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -312,9 +312,8 @@ impl StreamEndpoint {
 /// What a [`StreamConn`] and the driver share: the application's side of the byte buffers.
 #[derive(Debug, Default)]
 struct Shared {
-    /// Bytes written and not yet acknowledged; `send_buf[0]` is at stream offset `send_base`.
-    send_buf: VecDeque<u8>,
-    send_base: u64,
+    /// Bytes written and not yet acknowledged, by stream offset.
+    send_buf: SendBuffer,
     send_cap: usize,
     /// In-order bytes for the reader.
     rx: VecDeque<u8>,
@@ -429,7 +428,7 @@ impl AsyncWrite for StreamConn {
             return Poll::Pending;
         }
         let n = room.min(buf.len());
-        s.send_buf.extend(buf.get(..n).unwrap_or_default());
+        s.send_buf.push(buf.get(..n).unwrap_or_default());
         drop(s);
         self.kick.notify_one();
         Poll::Ready(Ok(n))

@@ -8,6 +8,9 @@ pub mod cm;
 pub mod env_flows;
 pub mod env_host;
 pub mod lda;
+pub mod message_bytes;
+#[cfg(test)]
+mod message_bytes_tests;
 /// The application side of NAI lives in core, shared by both engines; re-exported here for
 /// the simulator's users.
 pub mod nai_app {

@@ -2,6 +2,7 @@
 //! besides the application host of [`super::nai_app`]: the receiving side's log of the
 //! messages it delivered, and the installation of both agents as one flow.
 
+use super::message_bytes::{Digest, MessageBytes, MessageData, PayloadCheck, digest};
 use crate::agent::Agent;
 use crate::packet::{Addr, NodeId, Proto};
 use crate::world::{AgentId, FlowSpec, World, WorldError};
@@ -9,9 +10,12 @@ use adaptnet_core::Time;
 use adaptnet_core::spp::{Delivery, SppEvent};
 
 /// The messages a receiving agent handed to its application, from its reassembler's events.
+/// A message that came with its bytes is logged with their digest; the bytes are dropped.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DeliveryLog {
     deliveries: Vec<Delivery>,
+    /// The digest of each delivery's bytes, in the same order (`None`: delivered by size).
+    digests: Vec<Option<Digest>>,
     message_bytes: u64,
     discards: u64,
 }
@@ -21,17 +25,30 @@ impl DeliveryLog {
     /// dropped on the sender's cancel (or abort) notice.
     pub(crate) fn record(&mut self, event: SppEvent) {
         match event {
-            SppEvent::Delivered(d) => {
+            SppEvent::Delivered(mut d) => {
                 self.message_bytes += d.size_bytes;
+                self.digests.push(d.data.take().map(|b| digest(&b)));
                 self.deliveries.push(d);
             }
             SppEvent::Discarded { .. } => self.discards += 1,
         }
     }
 
-    /// Messages delivered, in order of delivery.
+    /// Messages delivered, in order of delivery (without their bytes: see
+    /// [`payload_check`](Self::payload_check)).
     pub(crate) fn deliveries(&self) -> &[Delivery] {
         &self.deliveries
+    }
+
+    /// Every delivery checked against what the sender sent.
+    pub(crate) fn payload_check(&self, sent: &MessageBytes) -> PayloadCheck {
+        PayloadCheck::new(
+            sent.sent(),
+            self.deliveries
+                .iter()
+                .zip(&self.digests)
+                .map(|(d, g)| (d.id, g.as_ref())),
+        )
     }
 
     /// Bytes of delivered messages.
@@ -67,6 +84,8 @@ pub(crate) struct NaiFlow<'a> {
     pub(crate) start: Time,
     /// When the sender stops.
     pub(crate) stop: Time,
+    /// Whether messages carry bytes.
+    pub(crate) data: MessageData,
 }
 
 impl NaiFlow<'_> {
@@ -82,6 +101,19 @@ impl NaiFlow<'_> {
                 port: self.port,
             },
         )
+    }
+
+    /// The sender's message contents when the flow carries bytes: drawn from a seed derived
+    /// from the world's seed and the sender's address, so a run is reproducible from its seed
+    /// and two flows get different contents. `max_buffered_bytes` is the sender's bound.
+    pub(crate) fn message_bytes(
+        &self,
+        world: &World,
+        max_buffered_bytes: u64,
+    ) -> Option<MessageBytes> {
+        let tag = 0x6d73_6762_7974_6573 ^ (u64::from(self.from.0) << 16) ^ u64::from(self.port);
+        (self.data == MessageData::Bytes)
+            .then(|| MessageBytes::new(world.derive_seed(tag), max_buffered_bytes))
     }
 
     /// Binds `sender` and `receiver` to their ports and registers them as one flow. Returns

@@ -38,13 +38,16 @@
 //!
 //! ```text
 //! open connections() TCP connections; connection i carries records of conn index i
-//! application: submit(now, bytes, opts)
+//! application: submit(now, bytes, opts) or submit_bytes(now, data, opts)
 //! for each connection i after every input:
 //!     while let Some(r) = poll_transmit(now, i, conn_i.bytes_unacked()) {
 //!         conn_i.write(r.stream_len()) and carry r's header at that stream offset
 //!     }
+//!     (or, carrying bytes: poll_transmit_bytes(now, i, unacked, &mut buf) and write buf)
 //! handle_ack_bytes(now, i, n) for n acknowledgement bytes read from connection i
 //! handle_timeout(now) at poll_timeout(); drain poll_event()
+//! receiver, per connection: record::RecordReceiver::handle_bytes(now, &bytes_read) (or
+//!     handle_record for each record's header, virtual payload); write take_acks() bytes back
 //! ```
 
 pub mod record;
@@ -225,6 +228,29 @@ impl BaselineSender {
             return None;
         }
         self.payloads.get(id, start, len)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit), with the whole record written to `out`
+    /// (cleared first): the header, then the message bytes it carries (zeros for a message
+    /// submitted by size only) — exactly [`RecordHeader::stream_len`] bytes, ready for the
+    /// stream. The engine writes `out` to connection `conn`.
+    pub fn poll_transmit_bytes(
+        &mut self,
+        now: Time,
+        conn: usize,
+        unacked_bytes: u64,
+        out: &mut Vec<u8>,
+    ) -> Option<RecordHeader> {
+        let h = self.poll_transmit(now, conn, unacked_bytes)?;
+        out.clear();
+        out.resize(record::RECORD_HEADER_LEN, 0);
+        // `out` holds exactly a header: emit cannot fail.
+        let _ = h.emit(out);
+        match self.record_payload(&h) {
+            Some(body) => out.extend_from_slice(body),
+            None => out.resize(usize::try_from(h.stream_len()).unwrap_or(0), 0),
+        }
+        Some(h)
     }
 
     /// Bytes held for messages submitted with [`submit_bytes`](Self::submit_bytes).

@@ -7,6 +7,7 @@ use crate::nai::traces::BuiltTrace;
 use crate::nai::workloads;
 use adaptnet_core::Time;
 use adaptnet_core::nai::{AdmissionScope, Outcome};
+use adaptnet_sim::agents::message_bytes::PayloadCheck;
 use adaptnet_sim::agents::nai_app::{Ledger, ScheduledApp};
 use serde::Deserialize;
 
@@ -88,6 +89,8 @@ pub struct CellResult {
     pub violations: u64,
     /// Messages still live when the run ended.
     pub live_at_end: usize,
+    /// With `testbed.message_bytes`, every delivery checked against the bytes sent.
+    pub payload: Option<PayloadCheck>,
 }
 
 /// Tallies a ledger by priority level.
@@ -118,6 +121,7 @@ pub fn tally(ledger: &Ledger, levels: u8) -> CellResult {
         tallies,
         violations,
         live_at_end: 0,
+        payload: None,
     }
 }
 
@@ -170,6 +174,7 @@ pub fn run_cell_with(
         .ok_or_else(|| ExpError::Input("the sender agent has no ledger".into()))?;
     let mut result = tally(ledger, workload.levels);
     result.live_at_end = live;
+    result.payload = run.payload_check();
     Ok(result)
 }
 

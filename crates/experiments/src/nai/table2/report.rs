@@ -263,6 +263,7 @@ pub fn report(
     }
     let mut violations = 0u64;
     let mut live = 0usize;
+    let mut payloads: Option<(u64, u64)> = None;
     for r in results {
         let name = &r.trace.name;
         report.table(
@@ -327,6 +328,11 @@ pub fn report(
             for cells in row {
                 violations += cells.iter().map(|c| c.violations).sum::<u64>();
                 live += cells.iter().map(|c| c.live_at_end).sum::<usize>();
+                for c in cells.iter().filter_map(|c| c.payload) {
+                    let (ok, all) = payloads.get_or_insert((0, 0));
+                    *ok += u64::from(c.all_match()) * c.delivered;
+                    *all += c.delivered + c.duplicates;
+                }
             }
         }
     }
@@ -350,5 +356,13 @@ pub fn report(
          messages still live when runs ended were finalised by the baselines' end-of-run rule).",
         if violations == 0 { "yes" } else { "NO" }
     ));
+    if let Some((ok, all)) = payloads {
+        report.text(format!(
+            "Messages carried their bytes (testbed.message_bytes): every delivery had exactly \
+             the bytes sent, once: {} ({ok} of {all} deliveries in runs without a fault, \
+             checked by SHA-256).",
+            if ok == all { "yes" } else { "NO" }
+        ));
+    }
     Ok(report)
 }
