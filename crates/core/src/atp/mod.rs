@@ -15,6 +15,7 @@ pub mod estimator;
 #[cfg(test)]
 mod payload_tests;
 mod sender;
+pub mod start;
 pub mod tcp;
 #[cfg(test)]
 mod tcp_payload_tests;
@@ -78,6 +79,10 @@ pub struct AtpConfig {
     /// Most bytes of messages submitted with their data
     /// ([`AtpSender::submit_bytes`]) held at once.
     pub max_buffered_bytes: u64,
+    /// The first flight's window, in packets, with the default estimator
+    /// ([`start::StartWindow`]; RFC 6928's 10). Zero turns it off. With
+    /// [`EstimatorMode::Paper`] there is none.
+    pub initial_window_packets: u32,
 }
 
 impl Default for AtpConfig {
@@ -90,6 +95,7 @@ impl Default for AtpConfig {
             pacing_burst_bytes: 2 * 1472,
             timer_granularity: std::time::Duration::ZERO,
             max_buffered_bytes: 64 << 20,
+            initial_window_packets: start::INITIAL_WINDOW_PACKETS,
         }
     }
 }

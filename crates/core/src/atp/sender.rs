@@ -1,6 +1,7 @@
 //! The ATP sender over SPP: NAI scheduling + SPP reliability + Figure 3 estimation + pacing.
 
-use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock};
+use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock, EstimatorMode};
+use super::start::StartWindow;
 use super::{AtpConfig, Pacing, RateSource};
 use crate::nai::payloads::PayloadStore;
 use crate::nai::{
@@ -128,6 +129,8 @@ pub struct AtpSender {
     /// The bytes of live messages submitted with [`AtpSender::submit_bytes`], until their
     /// outcome is polled.
     payloads: PayloadStore,
+    /// The first flight's window (default estimator only).
+    start: StartWindow,
 }
 
 impl AtpSender {
@@ -142,6 +145,12 @@ impl AtpSender {
             now,
             config.spp.max_datagram_bytes,
             source == RateSource::Estimated,
+        );
+        let start = StartWindow::new(
+            source == RateSource::Estimated
+                && config.estimator.mode == EstimatorMode::Bounded
+                && config.initial_window_packets > 0,
+            config.initial_window_packets,
         );
         let pacer = Pacer {
             rate_bytes_per_s: 0.0,
@@ -158,6 +167,7 @@ impl AtpSender {
             source,
             pacer,
             payloads: PayloadStore::new(config_max),
+            start,
         }
     }
 
@@ -247,6 +257,8 @@ impl AtpSender {
         if let Some(e) = self.clock.handle_interface_bytes(now, total_bytes)
             && self.source == RateSource::Estimated
         {
+            // A drain sample: the path's rate was measured on ATP's own queued datagrams.
+            self.start.end();
             self.apply_estimate(now, e);
         }
     }
@@ -331,11 +343,15 @@ impl AtpSender {
                     offset,
                     len,
                 } => {
+                    self.start.on_acked(1);
                     if self.nai.handle_acked(now, id, offset, len) {
                         self.spp.on_message_acked(wire_seq);
                     }
                 }
-                SppOutcome::Lost { id, offset, len } => self.nai.handle_lost(now, id, offset, len),
+                SppOutcome::Lost { id, offset, len } => {
+                    self.start.end();
+                    self.nai.handle_lost(now, id, offset, len);
+                }
             }
         }
     }
@@ -360,7 +376,7 @@ impl AtpSender {
             return Some(self.count(probe));
         }
         self.pacer.refill(now);
-        if !self.pacer.ready() || !self.spp.can_send_data() {
+        if !self.pacer.ready() || !self.can_send_data() {
             return None;
         }
         let chunk =
@@ -373,6 +389,11 @@ impl AtpSender {
         };
         self.pacer.tokens -= d.wire_len() as f64;
         Some(self.count(d))
+    }
+
+    /// Whether SPP's bound and the first flight's window both allow another DATA packet.
+    fn can_send_data(&self) -> bool {
+        self.spp.can_send_data() && self.start.allows(self.spp.in_flight_packets())
     }
 
     fn count(&mut self, d: SppDatagram) -> SppDatagram {
@@ -393,7 +414,7 @@ impl AtpSender {
         }
         take(self.nai.poll_timeout());
         take(self.spp.poll_timeout());
-        if self.nai.has_sendable() && self.spp.can_send_data() {
+        if self.nai.has_sendable() && self.can_send_data() {
             take(self.pacer.next_ready());
         }
         t
@@ -404,6 +425,8 @@ impl AtpSender {
         if self.source == RateSource::Estimated
             && let Some(e) = self.clock.handle_timeout(now)
         {
+            // A tick: usage measured over a whole period.
+            self.start.end();
             self.apply_estimate(now, e);
             // Backlogged: more is queued than one tick at the estimate sends.
             let tick = self.clock.estimator().config().tick.as_secs_f64();

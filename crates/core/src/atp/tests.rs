@@ -779,3 +779,53 @@ fn test_refusal_triggers_a_train_and_the_next_message_is_admitted() {
         }
     }
 }
+
+/// Regression (runtime, tbf-shaped veth): the connection's packet pair crossed a token
+/// bucket's burst at the line rate, ATP paced at that with no window, and its first flight
+/// lost thousands of datagrams. With the default estimator the first flight is limited by a
+/// slow-start window (10 packets, one more per acknowledgement) until a tick, a drain sample
+/// or a loss; with the paper's estimator it is not.
+#[test]
+fn test_first_flight_is_windowed_after_a_bogus_packet_pair() {
+    let first_flight = |mode: EstimatorMode| {
+        let config = AtpConfig {
+            estimator: EstimatorConfig {
+                mode,
+                ..EstimatorConfig::default()
+            },
+            ..AtpConfig::default()
+        };
+        let mut s = AtpSender::new(config, RateSource::Estimated, Time::ZERO);
+        let _ = s
+            .nai_mut()
+            .submit(Time::ZERO, QueueId(0), 4 << 20, no_timer(Priority::HIGH));
+        // The pair (or train) goes out; its report claims 10 Gbit/s: what a token bucket's
+        // burst lets through at a veth's speed.
+        while s
+            .poll_transmit(Time::ZERO)
+            .is_some_and(|d| !matches!(d.repr, SppRepr::Data(_)))
+        {}
+        let report = SppRepr::Report(crate::spp::wire::ProbeReport {
+            probe_id: 1,
+            gap_ns: 3_600,
+            bytes: 4_500,
+        });
+        let now = Time::from_millis(1);
+        s.handle_datagram(now, &report, 0);
+        assert!(s.pacing_rate_bytes_per_s() > 1e9, "the pair's rate paces");
+        // 10 ms at that rate: no acknowledgement comes back.
+        let mut data = 0u32;
+        for us in 0..10_000u64 {
+            let t = now + Duration::from_micros(us);
+            while let Some(d) = s.poll_transmit(t) {
+                data += u32::from(matches!(d.repr, SppRepr::Data(_)));
+            }
+        }
+        data
+    };
+    assert!(first_flight(EstimatorMode::Bounded) <= 10);
+    assert!(
+        first_flight(EstimatorMode::Paper) > 1000,
+        "Figure 3 as printed paces at the pair's rate alone"
+    );
+}
