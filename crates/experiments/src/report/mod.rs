@@ -3,6 +3,7 @@
 
 pub mod csv;
 pub mod plot;
+pub mod spread;
 pub mod table;
 
 use adaptnet_sim::metrics::RunResults;
