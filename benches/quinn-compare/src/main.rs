@@ -9,16 +9,15 @@
 //! (default 256 MB per transport). Not part of the workspace: quinn and rustls are heavy to
 //! build and nothing else needs them.
 
-use adaptnet_runtime::loopback::{self, BenchError, CHUNK_BYTES, Measure};
+use adaptnet_runtime::loopback::{self, CHUNK_BYTES, Measure};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 
 /// quinn: one unidirectional stream, 64 KB writes, default transport configuration.
-async fn quinn_bulk(total: usize) -> Result<(u64, String), BenchError> {
+async fn quinn_bulk(total: usize) -> Result<(u64, String)> {
     quinn_transfer(total)
         .await
         .map(|bytes| (bytes, "one unidirectional stream, 64 KB writes".to_owned()))
-        .map_err(Into::into)
 }
 
 async fn quinn_transfer(total: usize) -> Result<u64> {
@@ -55,7 +54,7 @@ async fn quinn_transfer(total: usize) -> Result<u64> {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), BenchError> {
+async fn main() -> Result<()> {
     let mb: usize = std::env::args().nth(1).map_or(Ok(256), |s| s.parse())?;
     let total = mb << 20;
     let _ = rustls::crypto::ring::default_provider().install_default();

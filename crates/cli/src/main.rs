@@ -70,7 +70,7 @@ enum Command {
         workload: String,
         /// Transport: atp, nai-tcp, or nai-mtcpK (K connections for the highest level).
         #[arg(long, default_value = "atp")]
-        transport: commands::real::Transport,
+        transport: adaptnet_runtime::message::Transport,
         /// Seconds of the workload to run.
         #[arg(short = 't', long, default_value_t = 10.0)]
         time: f64,

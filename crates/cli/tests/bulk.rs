@@ -1,32 +1,11 @@
 //! `adaptnet serve` and `adaptnet bulk` over loopback: the port plan (UDP/TCP P for ATP and
 //! NAI-TCP, P+1 for the stream and kernel-TCP bulk sinks) and the JSON report.
 
-use std::net::{TcpListener, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// A base port P with UDP and TCP P and P+1 free (checked by binding them).
-fn free_base_port() -> u16 {
-    for _ in 0..100 {
-        let Ok(probe) = UdpSocket::bind("127.0.0.1:0") else {
-            continue;
-        };
-        let Ok(p) = probe.local_addr().map(|a| a.port()) else {
-            continue;
-        };
-        drop(probe);
-        if p == u16::MAX {
-            continue;
-        }
-        let free = [p, p + 1].iter().all(|&q| {
-            UdpSocket::bind(("127.0.0.1", q)).is_ok() && TcpListener::bind(("127.0.0.1", q)).is_ok()
-        });
-        if free {
-            return p;
-        }
-    }
-    panic!("no free port pair");
-}
+mod common;
+use common::free_base_port;
 
 fn bulk(to: &str, args: &[&str]) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_adaptnet"))

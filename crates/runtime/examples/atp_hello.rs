@@ -5,15 +5,21 @@
 //! Run: `cargo run -p adaptnet-runtime --example atp_hello`
 
 use adaptnet_core::nai::{Priority, SendOptions};
-use adaptnet_runtime::atp::{AtpEndpoint, EndpointOptions};
+use adaptnet_runtime::message::{Endpoint, EndpointOptions, Transport};
 use std::time::Duration;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let server = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::server()).await?;
-    let client = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::client()).await?;
+    let server = Endpoint::bind(
+        "127.0.0.1:0".parse()?,
+        EndpointOptions::server(Transport::Atp),
+    )?;
+    let client = Endpoint::bind(
+        "127.0.0.1:0".parse()?,
+        EndpointOptions::client(Transport::Atp),
+    )?;
     let conn = client.connect(server.local_addr()).await?;
-    let mut incoming = server.accept().await.ok_or("server stopped")?;
+    let incoming = server.accept().await.ok_or("server stopped")?;
 
     let low = SendOptions {
         priority: Priority(1),
@@ -29,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ping = conn.send(b"urgent: hello".to_vec(), urgent).await?;
 
     for _ in 0..2 {
-        let m = incoming.recv().await.ok_or("connection closed")?;
+        let m = incoming.recv().await?;
         println!(
             "server received message {} (priority {}, {} bytes)",
             m.id.0,
@@ -37,9 +43,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             m.data.len()
         );
     }
-    println!("urgent: {:?}", ping.outcome().await?);
-    println!("bulk:   {:?}", bulk.outcome().await?);
+    println!("urgent: {:?}", ping.outcome().await);
+    println!("bulk:   {:?}", bulk.outcome().await);
     println!("estimate: {:.1} Mbit/s", conn.bandwidth() * 8.0 / 1e6);
-    conn.close(Duration::from_secs(1)).await?;
+    conn.close(Duration::from_secs(1)).await;
+    println!("server side: {}", incoming.closed().await);
+    client.close();
+    client.wait_idle().await;
     Ok(())
 }

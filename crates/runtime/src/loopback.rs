@@ -4,13 +4,14 @@
 //! transport. Each returns a [`Measure`]: bytes the receiver got, wall time, and the CPU time
 //! (user + system) of the whole process, sender and receiver both.
 
-use crate::atp::{AtpEndpoint, EndpointOptions};
-use crate::naitcp::{BaselineClient, BaselineServer};
+use crate::error::{ConnectError, ConnectionError, SendError};
+use crate::message::{ConnectionStats, Endpoint, EndpointOptions, MessageHandle, Transport};
 use crate::stream::{StreamEndpoint, StreamOptions};
 use adaptnet_core::nai::SendOptions;
-use adaptnet_core::nai::baseline::BaselineKind;
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
+use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 /// Message and write size, bytes.
@@ -18,8 +19,31 @@ pub const CHUNK_BYTES: usize = 64 << 10;
 /// Messages an application keeps outstanding (16 MB of 64 KB messages).
 const OUTSTANDING: usize = 256;
 
-/// Any error of a run (the transports' errors differ; a benchmark only reports them).
-pub type BenchError = Box<dyn std::error::Error + Send + Sync>;
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum BenchError {
+    /// A socket of kernel TCP (or a bind) failed.
+    #[error("socket: {0}")]
+    Io(#[from] std::io::Error),
+    /// A message transport could not connect.
+    #[error(transparent)]
+    Connect(#[from] ConnectError),
+    /// A message transport's connection ended.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// A message transport refused a message.
+    #[error(transparent)]
+    Send(#[from] SendError),
+    /// The stream transport failed.
+    #[error("stream transport: {0}")]
+    Stream(#[from] crate::stream::Error),
+    /// The server accepted no connection.
+    #[error("the server accepted no connection")]
+    NotAccepted,
+    /// The receiving task failed.
+    #[error("receiving task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 /// One transport's run.
 #[derive(Clone, Debug)]
@@ -62,9 +86,9 @@ pub fn cpu_time() -> Duration {
 }
 
 /// Times `run` (which returns the bytes received and a note) as transport `name`.
-pub async fn measure<F>(name: &'static str, run: F) -> Result<Measure, BenchError>
+pub async fn measure<F, E>(name: &'static str, run: F) -> Result<Measure, E>
 where
-    F: Future<Output = Result<(u64, String), BenchError>>,
+    F: Future<Output = Result<(u64, String), E>>,
 {
     let (cpu0, t0) = (cpu_time(), Instant::now());
     let (bytes, note) = run.await?;
@@ -107,93 +131,99 @@ pub async fn kernel_tcp(total: usize) -> Result<Measure, BenchError> {
     .await
 }
 
-/// ATP/SPP: 64 KB messages, at most 256 (16 MB) awaiting their outcome, as an application
-/// would keep.
-pub async fn atp(total: usize) -> Result<Measure, BenchError> {
-    let server = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::server()).await?;
-    let client = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::client()).await?;
+/// Where the loopback runs bind: 127.0.0.1, any port.
+const LOOPBACK: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
+
+/// 64 KB messages over a message transport, at most 256 (16 MB) awaiting their outcome, as
+/// an application would keep; the run and the sender's counters at its end.
+async fn messages(
+    transport: Transport,
+    name: &'static str,
+    total: usize,
+) -> Result<(Measure, ConnectionStats), BenchError> {
+    let server = Endpoint::bind(LOOPBACK, EndpointOptions::server(transport))?;
+    let client = Endpoint::bind(LOOPBACK, EndpointOptions::client(transport))?;
     let conn = client.connect(server.local_addr()).await?;
-    let mut s = server.accept().await.ok_or("the server stopped")?;
     let count = total / CHUNK_BYTES;
-    let m = measure("ATP/SPP, 64 KB messages", async {
+    // The server endpoint, kept until the sender's counters are read.
+    let mut recv_server = Vec::new();
+    let m = measure(name, async {
+        // The server takes every connection (NAI-MTCPk opens several) and counts the bytes
+        // of the whole messages it receives, until it has them all.
         let recv = tokio::spawn(async move {
             let mut bytes = 0u64;
-            for _ in 0..count {
-                match s.recv().await {
-                    Some(m) => bytes += m.data.len() as u64,
-                    None => break,
+            let mut received = 0;
+            let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(OUTSTANDING);
+            while received < count {
+                tokio::select! {
+                    c = server.accept() => {
+                        let Some(c) = c else { break };
+                        let tx = tx.clone();
+                        tokio::spawn(async move {
+                            while let Ok(m) = c.recv().await {
+                                if tx.send(m.data.len() as u64).await.is_err() {
+                                    break;
+                                }
+                            }
+                        });
+                    }
+                    Some(n) = rx.recv() => {
+                        bytes += n;
+                        received += 1;
+                    }
                 }
             }
-            bytes
+            (bytes, server)
         });
-        let mut pending = VecDeque::new();
+        let mut pending: VecDeque<MessageHandle> = VecDeque::new();
         for _ in 0..count {
             if pending.len() >= OUTSTANDING
                 && let Some(h) = pending.pop_front()
             {
-                let h: crate::atp::MessageHandle = h;
-                h.outcome().await?;
+                h.outcome().await;
             }
             pending.push_back(
                 conn.send(vec![0x42; CHUNK_BYTES], SendOptions::default())
                     .await?,
             );
         }
-        Ok((recv.await?, String::new()))
+        let (bytes, server) = recv.await?;
+        recv_server.push(server);
+        Ok::<_, BenchError>((bytes, String::new()))
     })
     .await?;
-    let st = conn.stats().await?;
-    let retx = st.spp.retransmitted_bytes as f64 / st.spp.data_bytes.max(1) as f64;
-    Ok(Measure {
-        note: format!("{:.0} % of DATA bytes were retransmissions", retx * 100.0),
-        ..m
-    })
+    let stats = conn.stats().await?;
+    Ok((m, stats))
+}
+
+/// ATP/SPP: 64 KB messages, at most 256 (16 MB) awaiting their outcome.
+pub async fn atp(total: usize) -> Result<Measure, BenchError> {
+    let (m, stats) = messages(Transport::Atp, "ATP/SPP, 64 KB messages", total).await?;
+    let note = match stats {
+        ConnectionStats::Atp(st) => {
+            let retx = st.spp.retransmitted_bytes as f64 / st.spp.data_bytes.max(1) as f64;
+            format!("{:.0} % of DATA bytes were retransmissions", retx * 100.0)
+        }
+        _ => String::new(),
+    };
+    Ok(Measure { note, ..m })
 }
 
 /// NAI-TCP: the same 64 KB messages over one kernel TCP connection.
 pub async fn nai_tcp(total: usize) -> Result<Measure, BenchError> {
-    let mut server = BaselineServer::bind("127.0.0.1:0".parse()?).await?;
-    let client = BaselineClient::connect(server.local_addr(), BaselineKind::NaiTcp, 1).await?;
-    let count = total / CHUNK_BYTES;
-    measure("NAI-TCP (kernel TCP)", async move {
-        let recv = tokio::spawn(async move {
-            let mut bytes = 0u64;
-            for _ in 0..count {
-                match server.recv().await {
-                    Some(m) => bytes += m.data.len() as u64,
-                    None => break,
-                }
-            }
-            bytes
-        });
-        let mut pending = VecDeque::new();
-        for _ in 0..count {
-            if pending.len() >= OUTSTANDING
-                && let Some(h) = pending.pop_front()
-            {
-                let h: crate::naitcp::BaselineHandle = h;
-                h.outcome().await;
-            }
-            pending.push_back(
-                client
-                    .send(vec![0x42; CHUNK_BYTES], SendOptions::default())
-                    .await?,
-            );
-        }
-        Ok((
-            recv.await?,
-            "one 1-byte acknowledgement per message".to_owned(),
-        ))
+    let (m, _) = messages(Transport::NaiTcp, "NAI-TCP (kernel TCP)", total).await?;
+    Ok(Measure {
+        note: "one 1-byte acknowledgement per message".to_owned(),
+        ..m
     })
-    .await
 }
 
 /// The stream transport (core's TCP over UDP, NewReno): one stream, 64 KB writes.
 pub async fn stream(total: usize) -> Result<Measure, BenchError> {
-    let server = StreamEndpoint::bind("127.0.0.1:0".parse()?, StreamOptions::server())?;
-    let client = StreamEndpoint::bind("127.0.0.1:0".parse()?, StreamOptions::client())?;
+    let server = StreamEndpoint::bind(LOOPBACK, StreamOptions::server())?;
+    let client = StreamEndpoint::bind(LOOPBACK, StreamOptions::client())?;
     let mut out = client.connect(server.local_addr()).await?;
-    let incoming = server.accept().await.ok_or("the server stopped")?;
+    let incoming = server.accept().await.ok_or(BenchError::NotAccepted)?;
     measure("adaptnet stream (TCP over UDP)", async move {
         let recv = tokio::spawn(drain(incoming));
         let chunk = vec![0x42; CHUNK_BYTES];

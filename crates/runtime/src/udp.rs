@@ -150,6 +150,19 @@ impl UdpIo {
         self.socket.readable().await
     }
 
+    /// Resolves when the socket may have datagrams to read or, while sends are
+    /// [`stalled`](UdpIo::stalled), may take the rest: what a driver waits on.
+    pub async fn ready(&self) -> io::Result<()> {
+        if self.stalled() {
+            tokio::select! {
+                r = self.socket.readable() => r,
+                w = self.socket.writable() => w,
+            }
+        } else {
+            self.socket.readable().await
+        }
+    }
+
     /// Hands the kernel what is queued, then asks `next` for more datagrams (it writes one
     /// into the buffer it is given and describes it, or returns `None` when it has nothing to
     /// send now) and sends them in batches, until `next` has nothing or the socket's buffer

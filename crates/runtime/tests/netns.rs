@@ -4,7 +4,8 @@
 //! pass — except under `CI=true`, where a skip is a failure (CI runs as root).
 
 use adaptnet_core::nai::{OnExpiry, Outcome, Priority, SendOptions};
-use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, InterfaceChoice};
+use adaptnet_runtime::atp::InterfaceChoice;
+use adaptnet_runtime::message::{Connection, Endpoint, EndpointOptions, Transport};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 use tokio::time::timeout;
@@ -15,14 +16,23 @@ use common::Link;
 /// runtime in CI.
 mod env;
 
-async fn connect(link: &Link) -> (AtpEndpoint, AtpEndpoint, Connection, Connection) {
-    let mut server_opts = EndpointOptions::server();
-    server_opts.interface = InterfaceChoice::Off;
-    let server = AtpEndpoint::from_std(link.socket_inside(), server_opts).expect("server");
-    let mut client_opts = EndpointOptions::client();
-    client_opts.interface = InterfaceChoice::Named(link.host.clone());
+/// ATP options with the estimator's interface set.
+fn atp_options(server: bool, interface: InterfaceChoice) -> EndpointOptions {
+    let mut options = if server {
+        EndpointOptions::server(Transport::Atp)
+    } else {
+        EndpointOptions::client(Transport::Atp)
+    };
+    options.atp_mut().expect("ATP").interface = interface;
+    options
+}
+
+async fn connect(link: &Link) -> (Endpoint, Endpoint, Connection, Connection) {
+    let server_opts = atp_options(true, InterfaceChoice::Off);
+    let server = Endpoint::from_udp_socket(link.socket_inside(), server_opts).expect("server");
+    let client_opts = atp_options(false, InterfaceChoice::Named(link.host.clone()));
     let bind: SocketAddr = format!("{}:0", link.a_ip).parse().expect("address");
-    let client = AtpEndpoint::bind(bind, client_opts).await.expect("client");
+    let client = Endpoint::bind(bind, client_opts).expect("client");
     let c = timeout(Duration::from_secs(10), client.connect(server.local_addr()))
         .await
         .expect("in time")
@@ -40,10 +50,10 @@ async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
         return;
     };
     link.shape("8mbit");
-    let (server, _client, c, mut s) = connect(&link).await;
+    let (server, _client, c, s) = connect(&link).await;
     let receiver = tokio::spawn(async move {
         let mut n = 0u64;
-        while let Ok(Some(_)) = timeout(Duration::from_secs(5), s.recv()).await {
+        while let Ok(Ok(_)) = timeout(Duration::from_secs(5), s.recv()).await {
             n += 1;
         }
         n
@@ -84,8 +94,7 @@ async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
     for (level, h) in handles {
         let o = timeout(Duration::from_secs(30), h.outcome())
             .await
-            .expect("every message gets an outcome")
-            .expect("outcome");
+            .expect("every message gets an outcome");
         total[level] += 1;
         if let Outcome::Delivered { margin, .. } = o {
             delivered += 1;
@@ -108,7 +117,7 @@ async fn workload_over_a_shaped_link_gives_every_message_one_outcome() {
         "high priority on time: {on_time:?} of {total:?}"
     );
     let stats = server.stats().await.expect("stats");
-    assert_eq!(stats.core.malformed, 0);
+    assert_eq!(stats.atp.expect("ATP").core.malformed, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,8 +126,8 @@ async fn estimate_follows_a_tbf_rate_change() {
         return;
     };
     link.shape("8mbit");
-    let (_server, _client, c, mut s) = connect(&link).await;
-    tokio::spawn(async move { while s.recv().await.is_some() {} });
+    let (_server, _client, c, s) = connect(&link).await;
+    tokio::spawn(async move { while s.recv().await.is_ok() {} });
     // Keep the sender backlogged: bulk messages without timers, topped up as they complete.
     let conn = std::sync::Arc::new(c);
     let feeder = {
@@ -178,35 +187,31 @@ async fn estimate_follows_a_tbf_rate_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nai_tcp_over_kernel_tcp_completes_a_workload() {
-    use adaptnet_core::nai::baseline::BaselineKind;
-    use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
     let Some(link) = Link::new("t", 79) else {
         return;
     };
     link.shape("8mbit");
     let listener = link.inside(|addr| std::net::TcpListener::bind(addr).expect("listen inside"));
-    let mut server = BaselineServer::from_std(listener).expect("server");
+    let server = Endpoint::from_tcp_listener(listener, EndpointOptions::server(Transport::NaiTcp))
+        .expect("server");
     let peer = server.local_addr();
+    let mut messages = common::messages_of(server);
     let receiver = tokio::spawn(async move {
         let mut n = 0u64;
-        while let Ok(Some(_)) = timeout(Duration::from_secs(5), server.recv()).await {
+        while let Ok(Some(_)) = timeout(Duration::from_secs(5), messages.recv()).await {
             n += 1;
         }
         n
     });
     let mut total_delivered = 0;
-    for (kind, name) in [
-        (BaselineKind::NaiTcp, "NAI-TCP"),
-        (
-            BaselineKind::Mtcp {
-                high_connections: 1,
-            },
-            "NAI-MTCP1",
-        ),
-    ] {
-        let client = BaselineClient::connect(peer, kind, 2)
-            .await
-            .expect("connected");
+    for transport in [Transport::NaiTcp, Transport::NaiMtcp(1)] {
+        let name = transport.to_string();
+        let client = Endpoint::bind(
+            format!("{}:0", link.a_ip).parse().expect("address"),
+            EndpointOptions::client(transport).with_levels(2),
+        )
+        .expect("client");
+        let conn = client.connect(peer).await.expect("connected");
         let mut handles = Vec::new();
         for i in 0..40u32 {
             let opts = SendOptions {
@@ -215,7 +220,7 @@ async fn nai_tcp_over_kernel_tcp_completes_a_workload() {
                 ..SendOptions::default()
             };
             let size = if i % 4 == 0 { 64 << 10 } else { 4096 };
-            handles.push(client.send(vec![5; size], opts).await.expect("queued"));
+            handles.push(conn.send(vec![5; size], opts).await.expect("queued"));
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let mut delivered = 0;
@@ -248,8 +253,6 @@ async fn nai_tcp_over_kernel_tcp_completes_a_workload() {
 /// about 54 s at this rate).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn urgent_message_latency_under_a_bulk_transfer() {
-    use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind};
-    use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
     let Some(link) = Link::new("l", 80) else {
         return;
     };
@@ -265,36 +268,64 @@ async fn urgent_message_latency_under_a_bulk_transfer() {
         priority: Priority(0),
         ..SendOptions::default()
     };
-    let mut rows = Vec::new();
-
+    // Each run: a server inside the namespace and the client's options.
+    let mut runs: Vec<(&str, Endpoint, EndpointOptions)> = Vec::new();
     // ATP (its send buffer raised to hold the 64 MB message), pacing at `available` (the
     // default) and at `curbw` (§4.2 as printed).
     for (pacing, name) in [
         (adaptnet_core::atp::Pacing::Available, "ATP"),
         (adaptnet_core::atp::Pacing::Curbw, "ATP/curbw"),
     ] {
-        let mut server_opts = EndpointOptions::server();
-        server_opts.interface = InterfaceChoice::Off;
+        let mut server_opts = atp_options(true, InterfaceChoice::Off);
         // Room at the receiver for the bulk message and newer ones beside it.
-        server_opts.core.atp.spp.max_reassembly_bytes = 4 * BULK as u64;
-        let server = AtpEndpoint::from_std(link.socket_inside(), server_opts).expect("server");
-        let mut client_opts = EndpointOptions::client();
-        client_opts.interface = InterfaceChoice::Named(link.host.clone());
-        client_opts.core.atp.max_buffered_bytes = 2 * BULK as u64;
-        client_opts.core.atp.pacing = pacing;
+        server_opts
+            .atp_mut()
+            .expect("ATP")
+            .core
+            .atp
+            .spp
+            .max_reassembly_bytes = 4 * BULK as u64;
+        let server = Endpoint::from_udp_socket(link.socket_inside(), server_opts).expect("server");
+        let mut client_opts = atp_options(false, InterfaceChoice::Named(link.host.clone()));
+        let atp = client_opts.atp_mut().expect("ATP");
+        atp.core.atp.max_buffered_bytes = 2 * BULK as u64;
+        atp.core.atp.pacing = pacing;
+        runs.push((name, server, client_opts));
+    }
+    // NAI-TCP and NAI-MTCP1 over kernel TCP, with room for the bulk message and the urgent
+    // one (the sender's bound, as for ATP).
+    for (transport, name) in [
+        (Transport::NaiTcp, "NAI-TCP"),
+        (Transport::NaiMtcp(1), "NAI-MTCP1"),
+    ] {
+        let listener =
+            link.inside(|addr| std::net::TcpListener::bind(addr).expect("listen inside"));
+        let server = Endpoint::from_tcp_listener(listener, EndpointOptions::server(transport))
+            .expect("server");
+        let mut client_opts = EndpointOptions::client(transport).with_levels(2);
+        client_opts
+            .baseline_mut()
+            .expect("baseline")
+            .config
+            .max_buffered_bytes = 2 * BULK as u64;
+        runs.push((name, server, client_opts));
+    }
+    // The same measurement on every transport.
+    let mut rows = Vec::new();
+    for (name, server, client_opts) in runs {
         let bind: SocketAddr = format!("{}:0", link.a_ip).parse().expect("address");
-        let client = AtpEndpoint::bind(bind, client_opts).await.expect("client");
+        let client = Endpoint::bind(bind, client_opts).expect("client");
         let c = client
             .connect(server.local_addr())
             .await
             .expect("connected");
-        let mut s = server.accept().await.expect("accepted");
+        let mut messages = common::messages_of(server);
         let _bulk = c.send(vec![1; BULK], low).await.expect("admitted");
         tokio::time::sleep(Duration::from_secs(2)).await;
         let sent = Instant::now();
         c.send(vec![7; URGENT], high).await.expect("admitted");
         let latency = loop {
-            match timeout(CAP.saturating_sub(sent.elapsed()), s.recv()).await {
+            match timeout(CAP.saturating_sub(sent.elapsed()), messages.recv()).await {
                 Ok(Some(m)) if m.data.len() == URGENT => break Some(sent.elapsed()),
                 Ok(Some(_)) => continue,
                 _ => break None,
@@ -302,43 +333,11 @@ async fn urgent_message_latency_under_a_bulk_transfer() {
         };
         if std::env::var("ADAPTNET_DEBUG").is_ok() {
             eprintln!(
-                "ATP stats: {:?}, bandwidth {:.2} Mbit/s",
+                "{name} stats: {:?}, bandwidth {:.2} Mbit/s",
                 c.stats().await,
                 c.bandwidth() * 8e-6
             );
         }
-        rows.push((name, latency));
-    }
-    // NAI-TCP and NAI-MTCP1 over kernel TCP.
-    for (kind, name) in [
-        (BaselineKind::NaiTcp, "NAI-TCP"),
-        (
-            BaselineKind::Mtcp {
-                high_connections: 1,
-            },
-            "NAI-MTCP1",
-        ),
-    ] {
-        let listener =
-            link.inside(|addr| std::net::TcpListener::bind(addr).expect("listen inside"));
-        let mut server = BaselineServer::from_std(listener).expect("server");
-        // Room for the bulk message and the urgent one (the sender's bound, as for ATP).
-        let mut config = BaselineConfig::new(kind, 2);
-        config.max_buffered_bytes = 2 * BULK as u64;
-        let client = BaselineClient::connect_with(server.local_addr(), config)
-            .await
-            .expect("connected");
-        let _bulk = client.send(vec![1; BULK], low).await.expect("queued");
-        tokio::time::sleep(Duration::from_secs(2)).await;
-        let sent = Instant::now();
-        client.send(vec![7; URGENT], high).await.expect("queued");
-        let latency = loop {
-            match timeout(CAP.saturating_sub(sent.elapsed()), server.recv()).await {
-                Ok(Some(m)) if m.data.len() == URGENT => break Some(sent.elapsed()),
-                Ok(Some(_)) => continue,
-                _ => break None,
-            }
-        };
         rows.push((name, latency));
     }
     eprintln!("\nurgent 4 KB message under a 64 MB bulk transfer, tbf 10 Mbit/s veth:");

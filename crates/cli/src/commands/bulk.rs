@@ -15,8 +15,11 @@
 //! flow shuts down after `-t` seconds and its goodput is its bytes over the time until they
 //! were all acknowledged (ATP: bytes of delivered messages over `-t`).
 
-use adaptnet_core::nai::{Outcome, Priority, SendOptions};
-use adaptnet_runtime::atp::{AtpEndpoint, EndpointOptions};
+use adaptnet_core::nai::{NaiError, Outcome, Priority, SendOptions};
+use adaptnet_runtime::SendError;
+use adaptnet_runtime::message::{
+    Endpoint, EndpointOptions, MessageHandle, Transport, unspecified_for,
+};
 use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions, jain_index};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -251,14 +254,10 @@ async fn stream_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<
     if args.cm {
         options = options.with_cm();
     }
-    let bind: SocketAddr = if args.to.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    }
-    .parse()?;
-    let endpoint =
-        Arc::new(StreamEndpoint::bind(bind, options).context("binding the stream endpoint")?);
+    let endpoint = Arc::new(
+        StreamEndpoint::bind(unspecified_for(args.to), options)
+            .context("binding the stream endpoint")?,
+    );
     let to = bulk_port(args.to);
     let mut tasks = Vec::new();
     for c in counters {
@@ -305,17 +304,11 @@ async fn tcp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
 }
 
 async fn atp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<FlowTask>> {
-    let bind: SocketAddr = if args.to.is_ipv4() {
-        "0.0.0.0:0"
-    } else {
-        "[::]:0"
-    }
-    .parse()?;
-    let endpoint = Arc::new(
-        AtpEndpoint::bind(bind, EndpointOptions::client())
-            .await
-            .context("binding the ATP endpoint")?,
-    );
+    let endpoint = Endpoint::bind(
+        unspecified_for(args.to),
+        EndpointOptions::client(Transport::Atp),
+    )
+    .context("binding the ATP endpoint")?;
     let mut tasks = Vec::new();
     for c in counters {
         let conn = endpoint
@@ -334,9 +327,8 @@ async fn atp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
             let (mut handed, mut delivered) = (0u64, 0u64);
             while tokio::time::Instant::now() < end {
                 if pending.len() >= ATP_WINDOW {
-                    let h: adaptnet_runtime::atp::MessageHandle =
-                        pending.pop_front().context("a pending message")?;
-                    if let Ok(Ok(Outcome::Delivered { .. })) =
+                    let h: MessageHandle = pending.pop_front().context("a pending message")?;
+                    if let Ok(Outcome::Delivered { .. }) =
                         tokio::time::timeout_at(end, h.outcome()).await
                     {
                         delivered += ATP_MESSAGE as u64;
@@ -350,9 +342,15 @@ async fn atp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
                         pending.push_back(h);
                     }
                     // Admission refused: the estimator says the link is full; wait a little.
-                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                    Err(SendError::Nai(NaiError::Rejected { .. })) => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    Err(e) => return Err(e).context("sending a message"),
                 }
             }
+            // Messages still in flight after `-t` are abandoned; the server is told.
+            drop(pending);
+            conn.close(Duration::ZERO).await;
             drop(e);
             Ok((delivered, start.elapsed().as_secs_f64()))
         }));

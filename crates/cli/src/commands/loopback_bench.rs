@@ -6,7 +6,7 @@
 
 use adaptnet_experiments::report::table::Table;
 use adaptnet_runtime::loopback::{self, Measure};
-use anyhow::{Result, anyhow};
+use anyhow::{Context, Result};
 use std::process::ExitCode;
 
 /// Runs the loopback benchmark moving `megabytes` per transport.
@@ -25,7 +25,7 @@ pub fn run(megabytes: usize) -> Result<ExitCode> {
                 loopback::stream(total).await?,
             ])
         })
-        .map_err(|e| anyhow!("loopback benchmark: {e}"))?;
+        .context("loopback benchmark")?;
     let base = rows.first().map_or(1.0, Measure::gbit_per_s);
     let mut t = Table::new([
         "transport",

@@ -1,102 +1,31 @@
 //! Tools on real networks: `adaptnet serve` and `adaptnet send` run a Table-2-style message
-//! workload over ATP between two hosts (the runtime crate does the networking), shaped like
-//! iperf3: `-t` duration, a line per second while running, `--json` output.
+//! workload between two hosts over ATP, NAI-TCP or NAI-MTCPk — one message interface for all
+//! three ([`adaptnet_runtime::message`]) — shaped like iperf3: `-t` duration, a line per
+//! second while running, `--json` output.
 
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageSpec};
-use adaptnet_core::nai::baseline::BaselineKind;
-use adaptnet_core::nai::{NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions};
+use adaptnet_core::nai::{
+    MAX_LEVELS, MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions,
+};
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
 use adaptnet_experiments::nai::workloads::{level_name, messages};
 use adaptnet_experiments::report::plot::line_chart_of;
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::atp::{AtpEndpoint, Connection, EndpointOptions, Error as RtError};
-use adaptnet_runtime::naitcp::{BaselineClient, BaselineServer};
+use adaptnet_runtime::SendError;
+use adaptnet_runtime::message::{
+    Connection, Endpoint, EndpointOptions, Transport, unspecified_for,
+};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
-
-/// The transports `send` knows: `atp`, `nai-tcp`, `nai-mtcpK` (K connections for the highest
-/// level, e.g. `nai-mtcp1`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// ATP over UDP (SPP), with its bandwidth estimator.
-    Atp,
-    /// NAI-TCP over one kernel TCP connection.
-    NaiTcp,
-    /// NAI-MTCPk over one kernel TCP connection per level, k for the highest.
-    NaiMtcp(u8),
-}
-
-impl std::str::FromStr for Transport {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Transport, String> {
-        match s {
-            "atp" => Ok(Transport::Atp),
-            "nai-tcp" => Ok(Transport::NaiTcp),
-            _ => s
-                .strip_prefix("nai-mtcp")
-                .and_then(|k| {
-                    if k.is_empty() {
-                        Some(1)
-                    } else {
-                        k.parse().ok()
-                    }
-                })
-                .filter(|k| (1..=8).contains(k))
-                .map(Transport::NaiMtcp)
-                .ok_or_else(|| {
-                    format!("unknown transport {s:?}: use atp, nai-tcp or nai-mtcpK (K in 1..=8)")
-                }),
-        }
-    }
-}
-
-/// A connected sender of any transport.
-enum Client {
-    Atp(Connection),
-    Baseline(BaselineClient),
-}
-
-/// A message's outcome, to be awaited.
-type OutcomeFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send>>;
-
-impl Client {
-    async fn send(
-        &self,
-        data: Vec<u8>,
-        opts: SendOptions,
-    ) -> std::result::Result<(adaptnet_core::nai::MessageId, OutcomeFuture), RtError> {
-        match self {
-            Client::Atp(c) => {
-                let h = c.send(data, opts).await?;
-                let id = h.id();
-                Ok((
-                    id,
-                    Box::pin(async move { h.outcome().await.unwrap_or(Outcome::Abandoned) }),
-                ))
-            }
-            Client::Baseline(c) => {
-                let h = c.send(data, opts).await?;
-                Ok((h.id(), Box::pin(h.outcome())))
-            }
-        }
-    }
-
-    /// The bandwidth NAI plans with; the baselines have no estimator (0).
-    fn bandwidth(&self) -> f64 {
-        match self {
-            Client::Atp(c) => c.bandwidth(),
-            Client::Baseline(_) => 0.0,
-        }
-    }
-}
+use tokio::task::JoinSet;
 
 pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
@@ -106,80 +35,94 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
+/// Messages and bytes `serve` received, per priority level, from every connection.
+#[derive(Default)]
+struct Tally {
+    messages: [AtomicU64; MAX_LEVELS as usize],
+    bytes: AtomicU64,
+}
+
+impl Tally {
+    fn messages(&self) -> Vec<u64> {
+        self.messages
+            .iter()
+            .map(|m| m.load(Ordering::Relaxed))
+            .collect()
+    }
+}
+
+/// Accepts `endpoint`'s connections and tallies every message they bring, until it stops.
+async fn receive_all(endpoint: Endpoint, kind: &'static str, tally: Arc<Tally>) {
+    while let Some(conn) = endpoint.accept().await {
+        eprintln!("adaptnet: {kind} connection from {}", conn.peer());
+        let tally = tally.clone();
+        tokio::spawn(async move {
+            while let Ok(m) = conn.recv().await {
+                if let Some(c) = tally.messages.get(usize::from(m.priority.0)) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                tally
+                    .bytes
+                    .fetch_add(m.data.len() as u64, Ordering::Relaxed);
+            }
+        });
+    }
+}
+
 /// `adaptnet serve --listen HOST:P`: accepts ATP connections (UDP P) and NAI-TCP/MTCP ones
 /// (TCP P) and receives their messages; sinks bulk flows of the stream transport (UDP P+1)
 /// and kernel TCP (TCP P+1) for `adaptnet bulk` (port plan: `commands::bulk`); prints a line
-/// per second; stops after `duration` (if given).
+/// per second; stops after `duration` (if given), closing every connection.
 pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Result<ExitCode> {
     runtime()?.block_on(async move {
-        let server = AtpEndpoint::bind(listen, EndpointOptions::server())
-            .await
+        let atp = Endpoint::bind(listen, EndpointOptions::server(Transport::Atp))
             .with_context(|| format!("binding {listen}"))?;
-        eprintln!("adaptnet: ATP server listening on {} (UDP)", server.local_addr());
-        let (tx, mut rx) = mpsc::unbounded_channel::<(u8, usize)>();
+        eprintln!("adaptnet: ATP server listening on {} (UDP)", atp.local_addr());
         // The NAI-TCP / NAI-MTCP baselines on the same port number, over TCP.
-        let mut tcp = BaselineServer::bind(server.local_addr())
-            .await
-            .with_context(|| format!("binding TCP {}", server.local_addr()))?;
+        let tcp = Endpoint::bind(atp.local_addr(), EndpointOptions::server(Transport::NaiTcp))
+            .with_context(|| format!("binding TCP {}", atp.local_addr()))?;
         eprintln!("adaptnet: NAI-TCP/MTCP server listening on {} (TCP)", tcp.local_addr());
-        let bulk_bytes = bulk_sinks(super::bulk::bulk_port(server.local_addr())).await?;
-        {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                while let Some(m) = tcp.recv().await {
-                    let _ = tx.send((m.priority.0, m.data.len()));
-                }
-            });
-        }
+        let bulk_bytes = bulk_sinks(super::bulk::bulk_port(atp.local_addr())).await?;
+        let tally = Arc::new(Tally::default());
+        tokio::spawn(receive_all(atp.clone(), "ATP", tally.clone()));
+        tokio::spawn(receive_all(tcp.clone(), "NAI-TCP/MTCP", tally.clone()));
         let start = Instant::now();
-        let mut per_level = [0u64; adaptnet_core::nai::MAX_LEVELS as usize];
-        let mut bytes = 0u64;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         tick.tick().await;
         let (mut last_msgs, mut last_bytes, mut last_bulk) = (0u64, 0u64, 0u64);
         loop {
-            tokio::select! {
-                conn = server.accept() => {
-                    let Some(mut conn) = conn else { break };
-                    eprintln!("adaptnet: connection from {}", conn.peer());
-                    let tx = tx.clone();
-                    tokio::spawn(async move {
-                        while let Some(m) = conn.recv().await {
-                            let _ = tx.send((m.priority.0, m.data.len()));
-                        }
-                    });
-                }
-                Some((level, len)) = rx.recv() => {
-                    if let Some(c) = per_level.get_mut(usize::from(level)) {
-                        *c += 1;
-                    }
-                    bytes += len as u64;
-                }
-                _ = tick.tick() => {
-                    let msgs: u64 = per_level.iter().sum();
-                    let bulk = bulk_bytes.load(std::sync::atomic::Ordering::Relaxed);
-                    eprintln!(
-                        "{:6.1} s  {:6} messages  {:8.3} Mbit/s  bulk {:8.3} Mbit/s",
-                        start.elapsed().as_secs_f64(),
-                        msgs - last_msgs,
-                        (bytes - last_bytes) as f64 * 8.0 / 1e6,
-                        (bulk - last_bulk) as f64 * 8.0 / 1e6
-                    );
-                    (last_msgs, last_bytes, last_bulk) = (msgs, bytes, bulk);
-                    if duration.is_some_and(|d| start.elapsed() >= d) {
-                        break;
-                    }
-                }
+            tick.tick().await;
+            let msgs: u64 = tally.messages().iter().sum();
+            let bytes = tally.bytes.load(Ordering::Relaxed);
+            let bulk = bulk_bytes.load(Ordering::Relaxed);
+            eprintln!(
+                "{:6.1} s  {:6} messages  {:8.3} Mbit/s  bulk {:8.3} Mbit/s",
+                start.elapsed().as_secs_f64(),
+                msgs - last_msgs,
+                (bytes - last_bytes) as f64 * 8.0 / 1e6,
+                (bulk - last_bulk) as f64 * 8.0 / 1e6
+            );
+            (last_msgs, last_bytes, last_bulk) = (msgs, bytes, bulk);
+            if duration.is_some_and(|d| start.elapsed() >= d) {
+                break;
             }
         }
-        let stats = server.stats().await?;
+        let stats = atp.stats().await?;
+        let core = stats.atp.map(|a| a.core).unwrap_or_default();
+        // Peers are told: every connection is closed before the process ends.
+        for endpoint in [&atp, &tcp] {
+            endpoint.close();
+            endpoint.wait_idle().await;
+        }
+        let per_level = tally.messages();
+        let bytes = tally.bytes.load(Ordering::Relaxed);
         if json {
             let out = serde_json::json!({
                 "messages_per_level": per_level,
                 "bytes": bytes,
-                "bulk_bytes": bulk_bytes.load(std::sync::atomic::Ordering::Relaxed),
+                "bulk_bytes": bulk_bytes.load(Ordering::Relaxed),
                 "seconds": start.elapsed().as_secs_f64(),
-                "endpoint": stats.core,
+                "endpoint": core,
             });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
@@ -188,8 +131,8 @@ pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Resu
                 per_level.iter().sum::<u64>(),
                 bytes,
                 start.elapsed().as_secs_f64(),
-                stats.core.malformed,
-                stats.core.unknown_peer
+                core.malformed,
+                core.unknown_peer
             );
         }
         Ok(ExitCode::SUCCESS)
@@ -326,13 +269,14 @@ pub struct LevelTally {
 /// priority and callback timer (discarded on expiry, as in the paper's experiments); waits
 /// up to `drain` after the last submission for outcomes.
 async fn run_workload(
-    conn: &Client,
+    conn: &Connection,
     specs: &[MessageSpec],
     levels: u8,
     drain: Duration,
 ) -> Result<WorkloadReport> {
     let start = Instant::now();
-    let (tx, mut rx) = mpsc::unbounded_channel::<(adaptnet_core::nai::MessageId, Outcome)>();
+    // One task per live message awaiting its outcome (bounded by the workload's messages).
+    let mut pending: JoinSet<(MessageId, Outcome)> = JoinSet::new();
     let mut ledger = Ledger::default();
     let mut estimate = Vec::new();
     let mut next_sample = Duration::ZERO;
@@ -357,7 +301,7 @@ async fn run_workload(
             let wait = (due - start.elapsed()).min(next_sample.saturating_sub(start.elapsed()));
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
-                Some((id, outcome)) = rx.recv() => {
+                Some(Ok((id, outcome))) = pending.join_next() => {
                     ledger.on_event(&NaiEvent::Outcome { id, outcome });
                     outcomes += 1;
                 }
@@ -371,14 +315,12 @@ async fn run_workload(
         let size = usize::try_from(spec.size_bytes).unwrap_or(usize::MAX);
         let now = at_time(start.elapsed());
         match conn.send(vec![0x5a; size], opts).await {
-            Ok((id, outcome)) => {
+            Ok(h) => {
+                let id = h.id();
                 ledger.submitted(id, now, spec.size_bytes, &opts);
-                let tx = tx.clone();
-                tokio::spawn(async move {
-                    let _ = tx.send((id, outcome.await));
-                });
+                pending.spawn(async move { (id, h.outcome().await) });
             }
-            Err(RtError::Nai(NaiError::Rejected { id, reason })) => {
+            Err(SendError::Nai(NaiError::Rejected { id, reason })) => {
                 ledger.submitted(id, now, spec.size_bytes, &opts);
                 ledger.on_event(&NaiEvent::Outcome {
                     id,
@@ -391,8 +333,8 @@ async fn run_workload(
     }
     let deadline = tokio::time::Instant::now() + drain;
     while outcomes < total {
-        match tokio::time::timeout_at(deadline, rx.recv()).await {
-            Ok(Some((id, outcome))) => {
+        match tokio::time::timeout_at(deadline, pending.join_next()).await {
+            Ok(Some(Ok((id, outcome)))) => {
                 ledger.on_event(&NaiEvent::Outcome { id, outcome });
                 outcomes += 1;
             }
@@ -527,47 +469,25 @@ pub struct SendArgs<'a> {
 pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
     let (w, specs) = workload(a.experiments, a.workload, a.seed, a.duration)?;
     let report = runtime()?.block_on(async {
-        let any: SocketAddr = if a.to.is_ipv4() {
-            "0.0.0.0:0".parse()?
-        } else {
-            "[::]:0".parse()?
-        };
-        // Kept alive for the run: dropping the endpoint stops its task.
-        let mut _endpoint = None;
-        let conn = match a.transport {
-            Transport::Atp => {
-                let ep = AtpEndpoint::bind(any, EndpointOptions::client()).await?;
-                let c = ep
-                    .connect(a.to)
-                    .await
-                    .with_context(|| format!("connecting to {}", a.to))?;
-                _endpoint = Some(ep);
-                Client::Atp(c)
-            }
-            Transport::NaiTcp | Transport::NaiMtcp(_) => {
-                let kind = match a.transport {
-                    Transport::NaiMtcp(k) => BaselineKind::Mtcp {
-                        high_connections: k,
-                    },
-                    _ => BaselineKind::NaiTcp,
-                };
-                let c = BaselineClient::connect(a.to, kind, w.levels)
-                    .await
-                    .with_context(|| format!("connecting (TCP) to {}", a.to))?;
-                Client::Baseline(c)
-            }
-        };
+        let options = EndpointOptions::client(a.transport).with_levels(w.levels);
+        let endpoint = Endpoint::bind(unspecified_for(a.to), options)
+            .context("binding the client endpoint")?;
+        let conn = endpoint
+            .connect(a.to)
+            .await
+            .with_context(|| format!("connecting ({}) to {}", a.transport, a.to))?;
         eprintln!(
-            "adaptnet: workload {:?}: {} messages over {:.0} s to {}",
+            "adaptnet: workload {:?}: {} messages over {:.0} s to {} ({})",
             w.name,
             specs.len(),
             a.duration.as_secs_f64(),
-            a.to
+            a.to,
+            a.transport
         );
         let r = run_workload(&conn, &specs, w.levels, Duration::from_secs(30)).await?;
-        if let Client::Atp(c) = &conn {
-            c.close(Duration::from_secs(2)).await.ok();
-        }
+        conn.close(Duration::from_secs(2)).await;
+        endpoint.close();
+        endpoint.wait_idle().await;
         anyhow::Ok(r)
     })?;
     print_report(&report, a.json)?;
@@ -599,15 +519,17 @@ pub fn print_report(r: &WorkloadReport, json: bool) -> Result<()> {
 pub fn demo_loopback(out: &Path) -> Result<()> {
     let specs = demo_specs(Duration::from_secs(3));
     let report = runtime()?.block_on(async {
-        let server = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::server()).await?;
-        let client = AtpEndpoint::bind("127.0.0.1:0".parse()?, EndpointOptions::client()).await?;
+        let loopback: SocketAddr = "127.0.0.1:0".parse()?;
+        let server = Endpoint::bind(loopback, EndpointOptions::server(Transport::Atp))?;
+        let client = Endpoint::bind(loopback, EndpointOptions::client(Transport::Atp))?;
         let conn = client.connect(server.local_addr()).await?;
-        let mut incoming = server.accept().await.context("server stopped")?;
-        tokio::spawn(async move { while incoming.recv().await.is_some() {} });
-        let conn = Client::Atp(conn);
+        let incoming = server.accept().await.context("server stopped")?;
+        tokio::spawn(async move { while incoming.recv().await.is_ok() {} });
         let r = run_workload(&conn, &specs, 2, Duration::from_secs(10)).await?;
-        if let Client::Atp(c) = &conn {
-            c.close(Duration::from_secs(1)).await.ok();
+        conn.close(Duration::from_secs(1)).await;
+        for endpoint in [&client, &server] {
+            endpoint.close();
+            endpoint.wait_idle().await;
         }
         anyhow::Ok(r)
     })?;

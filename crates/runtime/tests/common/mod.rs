@@ -76,3 +76,24 @@ impl Link {
         self.inside(|addr| UdpSocket::bind(addr).expect("bind inside the namespace"))
     }
 }
+
+/// Every whole message a server endpoint receives, on any of its connections (NAI-MTCPk's
+/// clients open several), through one bounded channel; the task ends with the endpoint.
+pub fn messages_of(
+    server: adaptnet_runtime::message::Endpoint,
+) -> tokio::sync::mpsc::Receiver<adaptnet_runtime::message::Message> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1024);
+    tokio::spawn(async move {
+        while let Some(conn) = server.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                while let Ok(m) = conn.recv().await {
+                    if tx.send(m).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    rx
+}

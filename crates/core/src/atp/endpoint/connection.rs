@@ -234,12 +234,17 @@ impl AtpConnection {
 
     /// Closes the connection: with `linger` zero at once, otherwise after every live message
     /// of this side is final or `linger` has passed, whichever comes first. Messages still
-    /// live then are not reported again: the application is told the connection closed.
+    /// live then are not reported again: the application is told the connection closed. A
+    /// second close may shorten a graceful close's wait (an endpoint shutting down closes at
+    /// once what its application was closing slowly), never lengthen it.
     pub fn close(&mut self, now: Time, linger: Duration) {
-        if self.state == State::Open {
-            self.state = State::Draining {
-                deadline: now + linger,
-            };
+        let deadline = now + linger;
+        match self.state {
+            State::Open => self.state = State::Draining { deadline },
+            State::Draining { deadline: d } if deadline < d => {
+                self.state = State::Draining { deadline };
+            }
+            State::Draining { .. } | State::Closed => {}
         }
         self.check_drained(now);
     }

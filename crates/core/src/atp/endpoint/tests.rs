@@ -276,6 +276,33 @@ fn abrupt_close_abandons_live_messages() {
 }
 
 #[test]
+fn a_second_close_shortens_a_graceful_close_never_lengthens_it() {
+    let mut w = Wire::new(0.0);
+    let (c, s) = connected(&mut w);
+    let tx = w.client.connection_mut(c).expect("open").sender_mut();
+    tx.submit_bytes(
+        w.now,
+        QueueId(0),
+        vec![1; 10_000_000],
+        SendOptions::default(),
+    )
+    .expect("admitted");
+    w.client.close(w.now, c, Duration::from_secs(60));
+    // A longer linger changes nothing; a shorter one (zero: an endpoint shutting down) closes
+    // at once, long before the 10 MB message could finish.
+    w.client.close(w.now, c, Duration::from_secs(600));
+    w.run_until(w.now + Duration::from_millis(100));
+    assert!(w.client.connection(c).is_some(), "still draining");
+    w.client.close(w.now, c, Duration::ZERO);
+    w.run_until(w.now + Duration::from_millis(100));
+    assert_eq!(outcomes(&w.client_events, c), vec![Outcome::Abandoned]);
+    assert!(w.server_events.iter().any(|e| matches!(
+        e,
+        EndpointEvent::Connection(id, ConnEvent::Closed(CloseReason::Application)) if *id == s
+    )));
+}
+
+#[test]
 fn idle_peer_times_out_but_quiet_one_stays() {
     let mut w = Wire::new(0.0);
     let (c, s) = connected(&mut w);

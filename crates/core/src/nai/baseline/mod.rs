@@ -550,6 +550,27 @@ impl BaselineSender {
         ids.len()
     }
 
+    /// The connections are gone (the peer closed or reset them, or the engine closed them)
+    /// before every message's fate was known: each live message ends
+    /// [`Outcome::Abandoned`] — bytes already written may or may not have been delivered, as
+    /// with ATP's [`Scheduler::abandon_all`](crate::nai::Scheduler::abandon_all). Nothing is
+    /// written or timed afterwards. Returns how many.
+    pub fn abandon_all(&mut self) -> usize {
+        let ids: Vec<MessageId> = self.msgs.keys().copied().collect();
+        for &id in &ids {
+            self.finish(id, Outcome::Abandoned);
+        }
+        for q in &mut self.queues {
+            q.clear();
+        }
+        for c in &mut self.conns {
+            c.sending = None;
+            c.abort_due = None;
+            c.awaiting_ack.clear();
+        }
+        ids.len()
+    }
+
     /// The next application event (outcomes only: the baselines have no estimator).
     pub fn poll_event(&mut self) -> Option<NaiEvent> {
         self.events.pop_front()

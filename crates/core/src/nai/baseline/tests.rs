@@ -234,10 +234,12 @@ fn act() -> impl Strategy<Value = Act> {
 
 proptest! {
     /// Whatever the engine does, every message gets at most one outcome, and exactly one after
-    /// `finish_all`.
+    /// `finish_all` or `abandon_all` (the connections lost); nothing is written or reported
+    /// after either, whatever arrives late.
     #[test]
     fn every_message_has_exactly_one_outcome(
         mtcp in any::<bool>(),
+        abandon in any::<bool>(),
         acts in proptest::collection::vec(act(), 1..200),
     ) {
         let kind = if mtcp { BaselineKind::Mtcp { high_connections: 2 } } else { BaselineKind::NaiTcp };
@@ -264,12 +266,24 @@ proptest! {
             }
             prop_assert!(seen.values().all(|&n| n == 1));
         }
-        s.finish_all(now);
-        for (id, _) in outcomes(&mut s) {
+        let live = s.live_messages();
+        if abandon {
+            prop_assert_eq!(s.abandon_all(), live);
+        } else {
+            s.finish_all(now);
+        }
+        for (id, outcome) in outcomes(&mut s) {
+            prop_assert!(!abandon || outcome == Outcome::Abandoned);
             *seen.entry(id).or_default() += 1;
         }
         prop_assert_eq!(seen.len(), ids.len());
         prop_assert!(seen.values().all(|&n| n == 1));
         prop_assert_eq!(s.live_messages(), 0);
+        for c in 0..s.connections() {
+            s.handle_ack_bytes(now, c, 3);
+            prop_assert!(s.poll_transmit(now, c, 0).is_none());
+        }
+        s.handle_timeout(now + Duration::from_secs(10));
+        prop_assert!(outcomes(&mut s).is_empty());
     }
 }

@@ -1,0 +1,549 @@
+//! The baselines' [`Protocol`]: core's [`BaselineSender`] (a client connection, over one TCP
+//! connection or one per level) and [`RecordReceiver`] (each accepted TCP connection) over
+//! non-blocking kernel TCP sockets. Records out while core allows and the socket takes them;
+//! acknowledgement bytes in; records in while the application has room; one acknowledgement
+//! byte out per delivered message. No protocol decision is made here.
+
+use super::link::Link;
+use super::{BaselineOptions, READ_CHUNK_BYTES};
+use crate::driver::{Protocol, Timekeeper};
+use crate::error::{ConnectError, ConnectionError, SendError};
+use crate::iface::send_queue_bytes;
+use crate::message::command::{Command, ConnOp};
+use crate::message::port::{Handles, Port};
+use crate::message::{
+    Connection, ConnectionEvent, ConnectionStats, EndpointOptions, EndpointStats, Message,
+    TransportOptions,
+};
+use adaptnet_core::Time;
+use adaptnet_core::nai::baseline::BaselineSender;
+use adaptnet_core::nai::baseline::record::RecordReceiver;
+use adaptnet_core::nai::{NaiError, QueueId};
+use adaptnet_core::session::CloseReason;
+use adaptnet_core::spp::SppEvent;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+
+/// How often a sender re-checks the kernel send queue while messages are live: the blocking
+/// send's "room" is the kernel's unacknowledged bytes, which change with no event to wait on.
+const ROOM_POLL: Duration = Duration::from_millis(1);
+/// How long accepting pauses after the listener failed (out of descriptors: back off rather
+/// than spin, and keep accepting after).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Reads per connection per wake-up (bounds one unit of work).
+const READS_PER_WAKE: usize = 4;
+/// Acknowledgement bytes a receiver holds for a peer that does not read them before it
+/// stops reading that peer's records.
+const MAX_PENDING_ACK_BYTES: usize = 64 << 10;
+
+/// One connection's side of the baseline.
+enum Role {
+    /// A client: core's baseline sender over its TCP connections.
+    Sender {
+        sender: BaselineSender,
+        links: Vec<Link>,
+        /// Closing gracefully: ends when no message is live or at this time.
+        draining_until: Option<Time>,
+    },
+    /// A server's accepted TCP connection: records in, acknowledgement bytes out.
+    Receiver { rx: RecordReceiver, link: Link },
+}
+
+struct Conn {
+    role: Role,
+    port: Port,
+}
+
+pub(super) struct BaselineDriver {
+    listener: Option<TcpListener>,
+    /// A connection (or a failure) the listener produced while the loop waited.
+    accepted: Option<io::Result<(TcpStream, SocketAddr)>>,
+    accept_paused_until: Option<Time>,
+    conns: BTreeMap<u64, Conn>,
+    next_id: u64,
+    incoming: mpsc::Sender<Connection>,
+    handles: Handles,
+    options: BaselineOptions,
+    buf: Vec<u8>,
+    refused: u64,
+    stopping: bool,
+    /// The time of the last wake-up (for the room poll's deadline).
+    last_now: Time,
+}
+
+impl BaselineDriver {
+    pub(super) fn new(
+        listener: Option<TcpListener>,
+        options: EndpointOptions,
+        incoming: mpsc::Sender<Connection>,
+        handles: Handles,
+    ) -> BaselineDriver {
+        let options = match options.transport {
+            TransportOptions::Baseline(b) => b,
+            TransportOptions::Atp(_) => BaselineOptions::new(handles.transport),
+        };
+        BaselineDriver {
+            listener,
+            accepted: None,
+            accept_paused_until: None,
+            conns: BTreeMap::new(),
+            next_id: 0,
+            incoming,
+            handles,
+            options,
+            buf: vec![0; READ_CHUNK_BYTES],
+            refused: 0,
+            stopping: false,
+            last_now: Time::ZERO,
+        }
+    }
+
+    fn poll_io(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.accepted.is_none()
+            && self.accept_paused_until.is_none()
+            && let Some(listener) = &self.listener
+            && let Poll::Ready(r) = listener.poll_accept(cx)
+        {
+            self.accepted = Some(r);
+            return Poll::Ready(Ok(()));
+        }
+        for conn in self.conns.values() {
+            let ready = match &conn.role {
+                Role::Sender { links, .. } => {
+                    links.iter().any(|l| l.poll_ready(cx, true).is_ready())
+                }
+                Role::Receiver { link, .. } => {
+                    link.poll_ready(cx, receiving(&conn.port, link)).is_ready()
+                }
+            };
+            if ready {
+                return Poll::Ready(Ok(()));
+            }
+        }
+        Poll::Pending
+    }
+
+    fn accept(&mut self, stream: TcpStream, peer: SocketAddr) {
+        if self.stopping {
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let id = self.next_id;
+        self.next_id += 1;
+        let (port, conn) = self.handles.open(id, peer);
+        let rx = RecordReceiver::with_max_message_bytes(self.options.max_message_bytes);
+        let link = Link::new(stream);
+        self.conns.insert(
+            id,
+            Conn {
+                role: Role::Receiver { rx, link },
+                port,
+            },
+        );
+        if self.incoming.try_send(conn).is_err() {
+            // Accept queue full or nobody accepts: refuse (the stream closes).
+            self.refused += 1;
+            self.end(id, ConnectionError::LocallyClosed);
+        }
+    }
+
+    fn adopt(
+        &mut self,
+        peer: SocketAddr,
+        streams: Vec<TcpStream>,
+    ) -> Result<Connection, ConnectError> {
+        if self.stopping {
+            return Err(ConnectError::EndpointClosed);
+        }
+        let sender = BaselineSender::new(self.options.config.clone());
+        if streams.len() != sender.connections() {
+            let source = io::Error::other("wrong number of TCP connections for the baseline");
+            return Err(ConnectError::Io { peer, source });
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let (port, conn) = self.handles.open(id, peer);
+        let links = streams.into_iter().map(Link::new).collect();
+        let role = Role::Sender {
+            sender,
+            links,
+            draining_until: None,
+        };
+        self.conns.insert(id, Conn { role, port });
+        Ok(conn)
+    }
+
+    /// Reads what connection `id` has (bounded); an error ends the connection.
+    fn read(&mut self, now: Time, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let r = match &mut conn.role {
+            Role::Sender { sender, links, .. } => read_acks(now, sender, links, &mut self.buf),
+            Role::Receiver { rx, link } => {
+                read_records(now, rx, link, &mut conn.port, &mut self.buf)
+            }
+        };
+        if let Err(why) = r {
+            self.end(id, why);
+        }
+    }
+
+    /// Writes what connection `id` has to write; an error ends it.
+    fn write(&mut self, now: Time, id: u64) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let r = match &mut conn.role {
+            Role::Sender { sender, links, .. } => write_records(now, sender, links),
+            Role::Receiver { link, .. } => link
+                .write_pending()
+                .map(|_| ())
+                .map_err(ConnectionError::from_io),
+        };
+        if let Err(why) = r {
+            self.end(id, why);
+        }
+    }
+
+    /// Hands connection `id`'s outcomes to its port; ends it if its graceful close is done.
+    fn report(&mut self, now: Time, id: u64) {
+        let Some(Conn {
+            role:
+                Role::Sender {
+                    sender,
+                    draining_until,
+                    ..
+                },
+            port,
+        }) = self.conns.get_mut(&id)
+        else {
+            return;
+        };
+        while let Some(ev) = sender.poll_event() {
+            port.nai_event(ev);
+        }
+        if draining_until.is_some_and(|until| sender.live_messages() == 0 || now >= until) {
+            self.end(id, ConnectionError::LocallyClosed);
+        }
+    }
+
+    /// Closes connection `id` from this side: a sender after its live messages or `linger`.
+    fn close(&mut self, now: Time, id: u64, why: ConnectionError, linger: Duration) {
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        conn.port.close_locally(why.clone());
+        match &mut conn.role {
+            Role::Sender { draining_until, .. } if !linger.is_zero() => {
+                let until = now + linger;
+                *draining_until = Some(draining_until.map_or(until, |d| d.min(until)));
+            }
+            _ => self.end(id, why),
+        }
+    }
+
+    /// Ends connection `id`: live messages `Abandoned`, every handle told why (this side's
+    /// reason if it was closing), the sockets closed (the kernel sends what it holds, then
+    /// FIN).
+    fn end(&mut self, id: u64, why: ConnectionError) {
+        let Some(mut conn) = self.conns.remove(&id) else {
+            return;
+        };
+        if let Role::Sender { sender, .. } = &mut conn.role {
+            sender.abandon_all();
+            while let Some(ev) = sender.poll_event() {
+                conn.port.nai_event(ev);
+            }
+        }
+        let why = conn.port.closing().cloned().unwrap_or(why);
+        conn.port.end(why);
+    }
+
+    fn connection_op(&mut self, now: Time, id: u64, op: ConnOp) {
+        if let ConnOp::Close { linger } = op {
+            self.close(now, id, ConnectionError::LocallyClosed, linger);
+            return;
+        }
+        // A connection gone drops the reply: the handle reports the connection's end.
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
+        let transport = self.handles.transport;
+        let unsupported = |what| SendError::Unsupported { transport, what };
+        match (op, &mut conn.role) {
+            (
+                ConnOp::Send {
+                    queue,
+                    data,
+                    opts,
+                    reply,
+                },
+                Role::Sender { sender, .. },
+            ) => {
+                let r = match conn.port.closing() {
+                    Some(why) => Err(SendError::ConnectionLost(why.clone())),
+                    None if queue != QueueId(0) => Err(NaiError::UnknownQueue(queue).into()),
+                    None => sender
+                        .submit_bytes(now, data, opts)
+                        .map(|id| conn.port.submitted(id))
+                        .map_err(SendError::from),
+                };
+                let _ = reply.send(r);
+            }
+            (ConnOp::Send { reply, .. }, Role::Receiver { .. }) => {
+                let _ = reply.send(Err(unsupported(
+                    "send on an accepted connection: the baselines carry messages client to server",
+                )));
+            }
+            (ConnOp::Control { op, reply, .. }, _) => {
+                let _ = reply.send(Err(unsupported(op.name())));
+            }
+            (ConnOp::CreateQueue { reply }, _) => {
+                let _ = reply.send(Err(unsupported("create message queues")));
+            }
+            (ConnOp::RegisterBandwidthRange { reply, .. }, _) => {
+                let _ = reply.send(Err(unsupported("notify bandwidth changes (no estimator)")));
+            }
+            (ConnOp::Stats { reply }, role) => {
+                let _ = reply.send(match role {
+                    Role::Sender { sender, .. } => ConnectionStats::Baseline(*sender.stats()),
+                    Role::Receiver { rx, .. } => ConnectionStats::BaselineReceiver {
+                        delivered: rx.delivered_count(),
+                    },
+                });
+            }
+            (ConnOp::Close { .. }, _) => {}
+        }
+    }
+}
+
+/// Whether a receiver reads its socket: while the application has room and the peer reads
+/// its acknowledgements.
+fn receiving(port: &Port, link: &Link) -> bool {
+    port.has_room() && link.pending_bytes() < MAX_PENDING_ACK_BYTES
+}
+
+/// Acknowledgement bytes from the server: each completes the oldest written message of its
+/// connection. The server's end of stream ends the connection.
+fn read_acks(
+    now: Time,
+    sender: &mut BaselineSender,
+    links: &[Link],
+    buf: &mut [u8],
+) -> Result<(), ConnectionError> {
+    for (i, link) in links.iter().enumerate() {
+        for _ in 0..READS_PER_WAKE {
+            match link.read(buf).map_err(ConnectionError::from_io)? {
+                None => break,
+                Some(0) => return Err(ConnectionError::ClosedByPeer(CloseReason::Application)),
+                Some(n) => sender.handle_ack_bytes(now, i, n as u64),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Records from the client while the application has room: whole messages to the inbox, one
+/// acknowledgement byte each queued for the client (papers/000 §5.2). A record that does not
+/// parse, or the client's end of stream, ends the connection.
+fn read_records(
+    now: Time,
+    rx: &mut RecordReceiver,
+    link: &mut Link,
+    port: &mut Port,
+    buf: &mut [u8],
+) -> Result<(), ConnectionError> {
+    for _ in 0..READS_PER_WAKE {
+        if !receiving(port, link) {
+            break;
+        }
+        let n = match link.read(buf).map_err(ConnectionError::from_io)? {
+            None => break,
+            Some(0) => return Err(ConnectionError::ClosedByPeer(CloseReason::Application)),
+            Some(n) => n,
+        };
+        let parsed = rx.handle_bytes(now, buf.get(..n).unwrap_or_default());
+        // Messages completed before a corrupt record still reach the application.
+        while let Some(ev) = rx.poll_event() {
+            match ev {
+                // With flow control the bound is kept by reading no more, not by closing.
+                SppEvent::Delivered(d) => drop(port.deliver(Message {
+                    id: d.id,
+                    priority: d.priority,
+                    data: d.data.unwrap_or_default(),
+                })),
+                SppEvent::Discarded { id } => port.event(ConnectionEvent::Discarded(id)),
+            }
+        }
+        let acks = usize::try_from(rx.take_acks()).unwrap_or(usize::MAX);
+        link.queue(std::iter::repeat_n(1u8, acks));
+        parsed.map_err(ConnectionError::ProtocolViolation)?;
+    }
+    Ok(())
+}
+
+/// Writes every record the sender allows on each connection while the socket takes them.
+/// "Unacknowledged bytes" are the kernel's send queue (`SIOCOUTQ`); a record is asked for
+/// only once the last one was written whole.
+fn write_records(
+    now: Time,
+    sender: &mut BaselineSender,
+    links: &mut [Link],
+) -> Result<(), ConnectionError> {
+    for (i, link) in links.iter_mut().enumerate() {
+        loop {
+            if !link.write_pending().map_err(ConnectionError::from_io)? {
+                break;
+            }
+            let unacked = send_queue_bytes(link.fd()).unwrap_or(0);
+            let Some(out) = link.next_out() else {
+                break;
+            };
+            if sender.poll_transmit_bytes(now, i, unacked, out).is_none() {
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Protocol for BaselineDriver {
+    type Command = Command;
+
+    fn io_ready(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        std::future::poll_fn(move |cx| self.poll_io(cx))
+    }
+
+    fn handle_io(&mut self, time: &mut Timekeeper) -> io::Result<()> {
+        let now = time.now();
+        self.last_now = now;
+        match self.accepted.take() {
+            Some(Ok((stream, peer))) => self.accept(stream, peer),
+            Some(Err(e)) => {
+                // Out of descriptors, most likely: pause, say so, and keep accepting after.
+                tracing::warn!(error = %e, "accepting a TCP connection failed; pausing");
+                self.accept_paused_until = Some(now + ACCEPT_BACKOFF);
+            }
+            None => {}
+        }
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.read(now, id);
+        }
+        Ok(())
+    }
+
+    fn handle_command(&mut self, now: Time, command: Command) {
+        match command {
+            Command::Adopt {
+                peer,
+                streams,
+                reply,
+            } => {
+                let _ = reply.send(self.adopt(peer, streams));
+            }
+            Command::Connect { peer, reply } => {
+                let source =
+                    io::Error::new(io::ErrorKind::Unsupported, "the baselines connect over TCP");
+                let _ = reply.send(Err(ConnectError::Io { peer, source }));
+            }
+            Command::Stats { reply } => {
+                let _ = reply.send(EndpointStats {
+                    connections: self.conns.len(),
+                    refused: self.refused,
+                    atp: None,
+                });
+            }
+            Command::Conn { id, op } => self.connection_op(now, id, op),
+        }
+    }
+
+    fn handle_dropped(&mut self, now: Time, id: u64) {
+        self.close(now, id, ConnectionError::LocallyClosed, Duration::ZERO);
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        let mut next = self.accept_paused_until;
+        let mut at = |t: Time| next = Some(next.map_or(t, |n| n.min(t)));
+        for conn in self.conns.values() {
+            if let Role::Sender {
+                sender,
+                draining_until,
+                ..
+            } = &conn.role
+            {
+                sender
+                    .poll_timeout()
+                    .into_iter()
+                    .chain(*draining_until)
+                    .for_each(&mut at);
+                if sender.live_messages() > 0 {
+                    at(self.last_now + ROOM_POLL);
+                }
+            }
+        }
+        next
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.last_now = now;
+        if self.accept_paused_until.is_some_and(|t| t <= now) {
+            self.accept_paused_until = None;
+        }
+        for conn in self.conns.values_mut() {
+            if let Role::Sender { sender, .. } = &mut conn.role
+                && sender.poll_timeout().is_some_and(|t| t <= now)
+            {
+                sender.handle_timeout(now);
+            }
+        }
+    }
+
+    fn flush(&mut self, time: &mut Timekeeper) -> io::Result<()> {
+        let now = time.now();
+        self.last_now = now;
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.write(now, id);
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self, now: Time) {
+        // Received messages reached the ports as they were read; outcomes go now.
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.report(now, id);
+        }
+    }
+
+    fn close_all(&mut self, _now: Time) {
+        self.stopping = true;
+        self.listener = None;
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            if let Some(conn) = self.conns.get_mut(&id) {
+                conn.port.close_locally(ConnectionError::EndpointClosed);
+            }
+            self.end(id, ConnectionError::EndpointClosed);
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    fn finish(&mut self, why: ConnectionError) {
+        let ids: Vec<u64> = self.conns.keys().copied().collect();
+        for id in ids {
+            self.end(id, why.clone());
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! The paper's NAI-over-TCP baselines (papers/000 §5.2) over kernel TCP sockets — NAI-TCP
+//! (one blocking connection, one FIFO queue) and NAI-MTCPk (one connection per priority
+//! level, k for the highest, early termination on timer expiry) — as transports of
+//! [`crate::message`], so a user can run them on the same network as ATP and compare.
+//!
+//! Every decision is core's [`BaselineSender`](adaptnet_core::nai::baseline::BaselineSender)
+//! and [`RecordReceiver`](adaptnet_core::nai::baseline::record::RecordReceiver), and so is the
+//! framing; the driver (the crate's one driver loop) moves record bytes between core and the
+//! sockets.
+//! The sender's "unacknowledged bytes" of a connection — what the paper's blocking send waited
+//! on — are the kernel's send queue (`SIOCOUTQ`: unsent and unacknowledged), so the 32 KB
+//! send-buffer bound means the same thing as on the paper's FreeBSD hosts.
+//!
+//! A client [`Endpoint`] opens the baseline's TCP connections to the server in
+//! [`Endpoint::connect`] (one [`Connection`](crate::message::Connection) over all of them); a
+//! server endpoint accepts each TCP connection as a receive-only connection (NAI-MTCPk's
+//! k + levels − 1 connections arrive as that many: the baselines carry no connection id on
+//! the wire). The receiver reads its socket only while the application has room
+//! ([`EndpointOptions::message_queue_len`], [`unread_bytes_max`](EndpointOptions::unread_bytes_max)),
+//! so a slow reader slows the sender through TCP's own flow control; the bounds are passed
+//! by at most what one read of [`READ_CHUNK_BYTES`] completes.
+//!
+//! A connection that breaks (the peer closed, reset, vanished) ends with its
+//! [`ConnectionError`](crate::error::ConnectionError), and every live message with
+//! `Abandoned`: the client learns a dead server from its acknowledgement stream.
+
+mod driver;
+mod link;
+
+use crate::error::ConnectError;
+use crate::message::{Endpoint, EndpointOptions, Transport, TransportOptions};
+use adaptnet_core::nai::NaiConfig;
+use adaptnet_core::nai::baseline::{BaselineConfig, BaselineKind};
+use std::net::SocketAddr;
+
+/// Largest message a receiver accepts by default (bytes); a record declaring more ends the
+/// connection as a protocol violation.
+pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
+/// Most bytes read from one TCP connection in one read (and so what one read can add past
+/// the receiver's bounds).
+pub const READ_CHUNK_BYTES: usize = 64 << 10;
+
+/// A baseline's own settings of an endpoint.
+#[derive(Clone, Debug)]
+pub struct BaselineOptions {
+    /// The sender's configuration: which baseline, priority levels, the socket send buffer
+    /// the blocking send waits on, record size, and its bounds (`max_messages`,
+    /// `max_buffered_bytes`: beyond, `send` fails with `BufferFull`).
+    pub config: BaselineConfig,
+    /// Largest message the receiver reassembles, bytes.
+    pub max_message_bytes: u64,
+}
+
+impl BaselineOptions {
+    /// The options of `transport` (a baseline; ATP is taken as NAI-TCP) with core's default
+    /// number of priority levels.
+    pub fn new(transport: Transport) -> BaselineOptions {
+        let kind = transport.baseline_kind().unwrap_or(BaselineKind::NaiTcp);
+        BaselineOptions {
+            config: BaselineConfig::new(kind, NaiConfig::default().levels),
+            max_message_bytes: MAX_MESSAGE_BYTES,
+        }
+    }
+}
+
+impl EndpointOptions {
+    /// The baseline's settings, if these options run one.
+    pub fn baseline_mut(&mut self) -> Option<&mut BaselineOptions> {
+        match &mut self.transport {
+            TransportOptions::Baseline(b) => Some(b),
+            TransportOptions::Atp(_) => None,
+        }
+    }
+}
+
+/// Starts a baseline endpoint's driver: a server's on `listener`, a client's without one
+/// (its connections leave from `local_addr`'s address).
+pub(crate) fn start(
+    listener: Option<tokio::net::TcpListener>,
+    local_addr: SocketAddr,
+    options: EndpointOptions,
+) -> std::io::Result<Endpoint> {
+    let connections = match &options.transport {
+        TransportOptions::Baseline(b) => {
+            adaptnet_core::nai::baseline::BaselineSender::new(b.config.clone()).connections()
+        }
+        TransportOptions::Atp(_) => 1,
+    };
+    let (endpoint, wiring) = Endpoint::wire(&options, local_addr, Some(connections));
+    wiring.start(options.shutdown_timeout, |incoming, handles| {
+        Ok(driver::BaselineDriver::new(
+            listener, options, incoming, handles,
+        ))
+    })?;
+    Ok(endpoint)
+}
+
+/// Opens `n` TCP connections from `from` to `peer`, with Nagle off (a record leaves when
+/// written, as the paper's blocking sends did).
+pub(crate) async fn open_streams(
+    from: SocketAddr,
+    peer: SocketAddr,
+    n: usize,
+) -> Result<Vec<tokio::net::TcpStream>, ConnectError> {
+    let mut streams = Vec::with_capacity(n);
+    for _ in 0..n {
+        let socket = if peer.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        };
+        let socket = socket.map_err(|source| ConnectError::Io { peer, source })?;
+        if !from.ip().is_unspecified() {
+            socket
+                .bind(from)
+                .map_err(|source| ConnectError::Io { peer, source })?;
+        }
+        let stream = socket
+            .connect(peer)
+            .await
+            .map_err(|e| ConnectError::from_tcp(peer, e))?;
+        stream
+            .set_nodelay(true)
+            .map_err(|source| ConnectError::Io { peer, source })?;
+        streams.push(stream);
+    }
+    Ok(streams)
+}
