@@ -1,0 +1,320 @@
+//! The model driver: one thread moves packets between the two TUN devices through two
+//! [`Link`]s (uplink and downlink), passing in the time since the link came up.
+//!
+//! Each turn of the loop: read what the devices hold (at most [`READ_BATCH`] packets per
+//! device, so neither direction starves the other) and offer each packet to its direction's
+//! link at the time it was read; advance both links to now and write every packet the model
+//! has delivered by now to the other device, measuring how late it is; then sleep in `ppoll`
+//! until a device is readable or the earliest deadline (the links' `poll_timeout`, the next
+//! per-second report). The thread asks for 1 ns timer slack, so the kernel does not round its
+//! wake-ups up by the default 50 µs; within `spin` of a deadline it does not sleep at all.
+
+use crate::lateness::Lateness;
+use crate::packet::IpPacket;
+use crate::schedule_log::{Fate, ScheduleLog};
+use crate::stats::{DirectionReport, DirectionSecond, LinkReport, SecondStats};
+use crate::LinkEmuError;
+use adaptnet_core::Time;
+use adaptnet_sim::link::{DropReason, Link, LinkStats};
+use adaptnet_sim::pcap::PcapStream;
+use std::io::BufWriter;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::SyncSender;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Packets read from one device per turn of the loop.
+pub(crate) const READ_BATCH: usize = 64;
+/// Longest sleep, so a stop request is seen within this long.
+const MAX_SLEEP: Duration = Duration::from_millis(50);
+/// Read buffer: the largest packet a TUN device hands over without GSO.
+const READ_BUF_BYTES: usize = 65_536;
+
+/// One side's device and its capture.
+pub(crate) struct Side {
+    pub dev: tun_rs::SyncDevice,
+    pub name: String,
+    pub pcap: Option<PcapStream<BufWriter<std::fs::File>>>,
+}
+
+/// One direction: its link model and counters.
+pub(crate) struct Direction {
+    pub name: &'static str,
+    pub link: Link<IpPacket>,
+    /// Index of the side it reads from; it writes to the other.
+    pub from: usize,
+    next_id: u64,
+    in_flight: usize,
+    overload: u64,
+    write_errors: u64,
+    lateness: Lateness,
+    second_lateness: Lateness,
+    /// The model's counters and our own at the last report.
+    last: (LinkStats, u64),
+}
+
+impl Direction {
+    pub(crate) fn new(name: &'static str, link: Link<IpPacket>, from: usize, bound: Duration) -> Direction {
+        Direction {
+            name,
+            link,
+            from,
+            next_id: 0,
+            in_flight: 0,
+            overload: 0,
+            write_errors: 0,
+            lateness: Lateness::new(bound),
+            second_lateness: Lateness::new(bound),
+            last: (LinkStats::default(), 0),
+        }
+    }
+}
+
+/// Everything the thread owns.
+pub(crate) struct Driver {
+    pub sides: [Side; 2],
+    pub dirs: [Direction; 2],
+    pub start: Instant,
+    pub stop: Arc<AtomicBool>,
+    pub stats: SyncSender<SecondStats>,
+    pub log: Option<ScheduleLog>,
+    pub max_in_flight_packets: usize,
+    pub spin: Duration,
+    pub stats_dropped: u64,
+    /// Wall-clock time (since 1970) when the link came up: captures carry real timestamps.
+    pub pcap_epoch: Time,
+}
+
+fn since(start: Instant) -> Time {
+    Time::from_nanos(u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// `t` as a duration since the link came up.
+fn since_zero(t: Time) -> Duration {
+    Duration::from_nanos(t.as_nanos())
+}
+
+fn pcap_err(side: &Side, source: std::io::Error) -> LinkEmuError {
+    LinkEmuError::File {
+        path: format!("capture of {}", side.name),
+        source,
+    }
+}
+
+impl Driver {
+    /// Runs until `stop` is set; then flushes captures and the log and reports.
+    pub(crate) fn run(mut self) -> Result<LinkReport, LinkEmuError> {
+        // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
+        unsafe {
+            libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+        }
+        let mut buf = vec![0u8; READ_BUF_BYTES];
+        let mut next_report = Time::from_secs(1);
+        while !self.stop.load(Ordering::Relaxed) {
+            for d in 0..2 {
+                self.ingest(d, &mut buf)?;
+            }
+            for d in 0..2 {
+                self.release(d)?;
+            }
+            let now = since(self.start);
+            if now >= next_report {
+                self.report(next_report, now);
+                next_report = next_report + Duration::from_secs(1);
+            }
+            let deadline = self
+                .dirs
+                .iter()
+                .filter_map(|d| d.link.poll_timeout())
+                .fold(next_report, Time::min);
+            self.wait(deadline);
+        }
+        self.finish()
+    }
+
+    /// Reads up to a batch from direction `d`'s source device and offers it to the link.
+    fn ingest(&mut self, d: usize, buf: &mut [u8]) -> Result<(), LinkEmuError> {
+        let dir = &mut self.dirs[d];
+        let side = &mut self.sides[dir.from];
+        for _ in 0..READ_BATCH {
+            let n = match side.dev.recv(buf) {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(source) => {
+                    return Err(LinkEmuError::Read {
+                        dev: side.name.clone(),
+                        source,
+                    });
+                }
+            };
+            let Some(bytes) = buf.get(..n) else { break };
+            let now = since(self.start);
+            if let Some(p) = side.pcap.as_mut() {
+                p.record(self.pcap_epoch + since_zero(now), bytes).map_err(|e| pcap_err(side, e))?;
+            }
+            let packet = IpPacket {
+                bytes: bytes.to_vec(),
+                id: dir.next_id,
+                offered: now,
+            };
+            dir.next_id += 1;
+            if dir.in_flight >= self.max_in_flight_packets {
+                dir.overload += 1;
+                if let Some(log) = self.log.as_mut() {
+                    let fate = Fate::Dropped {
+                        why: "overload",
+                        at: now,
+                    };
+                    log.write(dir.name, packet.id, now, n, fate)?;
+                }
+                continue;
+            }
+            match dir.link.enqueue(now, packet) {
+                Ok(()) => dir.in_flight += 1,
+                Err((p, why)) => {
+                    if let Some(log) = self.log.as_mut() {
+                        let fate = Fate::Dropped {
+                            why: reason(why),
+                            at: now,
+                        };
+                        log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances direction `d`'s link to now and hands over what it delivered.
+    fn release(&mut self, d: usize) -> Result<(), LinkEmuError> {
+        let now = since(self.start);
+        let dir = &mut self.dirs[d];
+        let to = &mut self.sides[1 - dir.from];
+        dir.link.handle_timeout(now);
+        while let Some((p, why)) = dir.link.poll_dropped() {
+            dir.in_flight = dir.in_flight.saturating_sub(1);
+            if let Some(log) = self.log.as_mut() {
+                let fate = Fate::Dropped {
+                    why: reason(why),
+                    at: now,
+                };
+                log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+            }
+        }
+        while let Some((model, p)) = dir.link.poll_arrival(now) {
+            dir.in_flight = dir.in_flight.saturating_sub(1);
+            if to.dev.send(&p.bytes).is_err() {
+                dir.write_errors += 1;
+            }
+            let actual = since(self.start);
+            let late = actual.as_nanos().saturating_sub(model.as_nanos());
+            dir.lateness.record(late);
+            dir.second_lateness.record(late);
+            if let Some(pcap) = to.pcap.as_mut() {
+                pcap.record(self.pcap_epoch + since_zero(actual), &p.bytes).map_err(|e| pcap_err(to, e))?;
+            }
+            if let Some(log) = self.log.as_mut() {
+                let fate = Fate::Delivered { model, actual };
+                log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends the report of the second ending at `at`.
+    fn report(&mut self, at: Time, now: Time) {
+        let mut second = SecondStats {
+            t_s: at.as_nanos() / 1_000_000_000,
+            ..SecondStats::default()
+        };
+        for (d, out) in self.dirs.iter_mut().zip([&mut second.uplink, &mut second.downlink]) {
+            let s = *d.link.stats();
+            let (last, last_overload) = d.last;
+            *out = DirectionSecond {
+                delivered_packets: s.delivered_packets - last.delivered_packets,
+                delivered_bytes: s.delivered_bytes - last.delivered_bytes,
+                delivered_mbps: (s.delivered_bytes - last.delivered_bytes) as f64 * 8.0 / 1e6,
+                queue_packets: d.link.queue_packets(now),
+                queue_bytes: d.link.queue_bytes(now),
+                dropped_queue: s.dropped_queue - last.dropped_queue,
+                dropped_random: s.dropped_random - last.dropped_random,
+                dropped_outage: s.dropped_outage - last.dropped_outage,
+                dropped_overload: d.overload - last_overload,
+                lateness: d.second_lateness.summary(),
+            };
+            d.last = (s, d.overload);
+            d.second_lateness.clear();
+        }
+        if self.stats.try_send(second).is_err() {
+            self.stats_dropped += 1;
+        }
+    }
+
+    /// Sleeps until a device is readable or `deadline`.
+    fn wait(&self, deadline: Time) {
+        let now = since(self.start);
+        let left = Duration::from_nanos(deadline.as_nanos().saturating_sub(now.as_nanos()));
+        if left <= self.spin {
+            std::hint::spin_loop();
+            return;
+        }
+        let left = (left - self.spin).min(MAX_SLEEP);
+        let mut fds = [
+            libc::pollfd {
+                fd: self.sides[0].dev.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: self.sides[1].dev.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(left.as_secs()).unwrap_or(0),
+            tv_nsec: libc::c_long::from(left.subsec_nanos() as i32),
+        };
+        // SAFETY: two valid pollfds, a valid timespec, no signal mask change.
+        unsafe {
+            libc::ppoll(fds.as_mut_ptr(), 2, &ts, std::ptr::null());
+        }
+    }
+
+    fn finish(mut self) -> Result<LinkReport, LinkEmuError> {
+        for side in &mut self.sides {
+            if let Some(p) = side.pcap.take() {
+                let name = side.name.clone();
+                p.finish().map_err(|source| LinkEmuError::File {
+                    path: format!("capture of {name}"),
+                    source,
+                })?;
+            }
+        }
+        if let Some(log) = self.log.as_mut() {
+            log.flush()?;
+        }
+        let dir = |d: &Direction| DirectionReport {
+            link: *d.link.stats(),
+            dropped_overload: d.overload,
+            write_errors: d.write_errors,
+            lateness: d.lateness.summary(),
+        };
+        Ok(LinkReport {
+            duration_s: self.start.elapsed().as_secs_f64(),
+            uplink: dir(&self.dirs[0]),
+            downlink: dir(&self.dirs[1]),
+            stats_dropped: self.stats_dropped,
+        })
+    }
+}
+
+fn reason(why: DropReason) -> &'static str {
+    match why {
+        DropReason::QueueFull => "queue",
+        DropReason::RandomLoss => "random",
+        DropReason::Outage => "outage",
+    }
+}
