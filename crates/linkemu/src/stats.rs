@@ -64,4 +64,6 @@ pub struct LinkReport {
     pub downlink: DirectionReport,
     /// Per-second reports dropped because nobody read them (the backlog is bounded).
     pub stats_dropped: u64,
+    /// Whether the emulator thread ran with real-time (SCHED_FIFO) priority.
+    pub realtime: bool,
 }

@@ -86,8 +86,9 @@ pub struct LinkArgs {
     /// Count packets handed over later than this after their model time, µs.
     #[arg(long, default_value_t = 1000)]
     pub late_bound_us: u64,
-    /// Busy-wait within this long of a deadline instead of sleeping, µs.
-    #[arg(long, default_value_t = 0)]
+    /// Busy-wait within this long of a deadline instead of sleeping, µs (a wake-up from sleep
+    /// takes tens of µs).
+    #[arg(long, default_value_t = 100)]
     pub spin_us: u64,
     /// Per-second statistics and the summary as JSON lines (on stderr).
     #[arg(long)]
