@@ -106,6 +106,8 @@ pub struct EmulatedLink {
     emulated: Namespace,
     far: Option<Namespace>,
     subnet: u8,
+    /// Time zero of the link model (and of its traces).
+    started: Instant,
 }
 
 impl std::fmt::Debug for EmulatedLink {
@@ -204,10 +206,11 @@ impl EmulatedLink {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| Time::from_nanos(u64::try_from(d.as_nanos()).unwrap_or(0)))
             .unwrap_or(Time::ZERO);
+        let started = Instant::now();
         let driver = Driver {
             sides,
             dirs,
-            start: Instant::now(),
+            start: started,
             stop: Arc::clone(&stop),
             stats: tx,
             log,
@@ -228,7 +231,13 @@ impl EmulatedLink {
             emulated,
             far,
             subnet,
+            started,
         })
+    }
+
+    /// The instant that is time zero of the link model: traces and outages count from it.
+    pub fn started_at(&self) -> Instant {
+        self.started
     }
 
     /// The emulated side's address (`10.250.N.2`).

@@ -36,6 +36,7 @@
 //! - [`emulator`]: [`EmulatedLink`], the library API;
 //! - [`netns`]: namespaces and TUN devices;
 //! - [`stats`]: per-second and final reports; [`lateness`]: the lateness histogram;
+//! - [`measure`]: paced UDP, arrival times, a saturating flow against the model's capacity;
 //! - `driver`: the model driver loop; `schedule_log`: the per-packet CSV log.
 
 #![deny(missing_docs)]
@@ -48,6 +49,7 @@ mod driver;
 pub mod emulator;
 mod error;
 pub mod lateness;
+pub mod measure;
 pub mod netns;
 mod packet;
 pub mod schedule_log;
