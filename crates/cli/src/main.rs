@@ -155,7 +155,7 @@ enum Command {
         #[command(subcommand)]
         action: Option<commands::link::LinkAction>,
         #[command(flatten)]
-        args: commands::link::LinkArgs,
+        args: Box<commands::link::LinkArgs>,
         /// The command to run on the emulated side (after `--`).
         #[arg(last = true)]
         command: Vec<String>,

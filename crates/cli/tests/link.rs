@@ -21,19 +21,29 @@ fn can_run(test: &str) -> bool {
     if root && tools && std::path::Path::new("/dev/net/tun").exists() {
         return true;
     }
-    let msg = format!("SKIPPED adaptnet link test {test}: needs root, iproute2, ping and /dev/net/tun");
+    let msg =
+        format!("SKIPPED adaptnet link test {test}: needs root, iproute2, ping and /dev/net/tun");
     eprintln!("\n*** {msg} ***\n");
-    assert!(std::env::var("CI").as_deref() != Ok("true"), "{msg} (CI must run it)");
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{msg} (CI must run it)"
+    );
     false
 }
 
 fn namespaces() -> String {
-    let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn devices() -> String {
-    let out = Command::new("ip").args(["-o", "link", "show"]).output().expect("ip link");
+    let out = Command::new("ip")
+        .args(["-o", "link", "show"])
+        .output()
+        .expect("ip link");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -41,7 +51,10 @@ fn devices() -> String {
 fn wait_for(what: &str, cond: impl Fn() -> bool) {
     let t0 = Instant::now();
     while !cond() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "timed out waiting for {what}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -60,9 +73,21 @@ fn a_failing_command_passes_its_status_through_and_leaves_nothing() {
         .expect("adaptnet");
     let pid = child.id();
     let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!namespaces().contains(&format!("adl{pid}-")), "namespace left behind");
-    assert_eq!(devices().matches("adlh").count(), before, "TUN device left behind");
+    assert_eq!(
+        out.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !namespaces().contains(&format!("adl{pid}-")),
+        "namespace left behind"
+    );
+    assert_eq!(
+        devices().matches("adlh").count(),
+        before,
+        "TUN device left behind"
+    );
     // A command that cannot be started at all fails too, and cleans up as well.
     let child = Command::new(ADAPTNET)
         .args(["link", "--", "/nonexistent/command"])
@@ -72,7 +97,10 @@ fn a_failing_command_passes_its_status_through_and_leaves_nothing() {
     let pid = child.id();
     let out = child.wait_with_output().expect("wait");
     assert!(!out.status.success());
-    assert!(!namespaces().contains(&format!("adl{pid}-")), "namespace left behind");
+    assert!(
+        !namespaces().contains(&format!("adl{pid}-")),
+        "namespace left behind"
+    );
 }
 
 #[test]
@@ -87,7 +115,11 @@ fn a_20_ms_delay_line_shows_a_40_ms_ping() {
         .output()
         .expect("adaptnet");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // "rtt min/avg/max/mdev = 40.2/40.3/40.5/0.1 ms"
     let avg: f64 = text
         .lines()
@@ -95,7 +127,10 @@ fn a_20_ms_delay_line_shows_a_40_ms_ping() {
         .and_then(|v| v.split('/').nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no ping summary in {text}"));
-    assert!((40.0..42.0).contains(&avg), "average RTT {avg} ms over a 20 ms delay line");
+    assert!(
+        (40.0..42.0).contains(&avg),
+        "average RTT {avg} ms over a 20 ms delay line"
+    );
 }
 
 fn stopped_by(signal: libc::c_int, expected_code: i32) {
@@ -114,7 +149,11 @@ fn stopped_by(signal: libc::c_int, expected_code: i32) {
         libc::kill(-(pid as libc::pid_t), signal);
     }
     let status = child.wait().expect("wait");
-    assert!(t0.elapsed() < Duration::from_secs(8), "took {:?} to stop", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "took {:?} to stop",
+        t0.elapsed()
+    );
     assert_eq!(status.code(), Some(expected_code));
     assert!(!namespaces().contains(&ns), "namespace left behind");
 }
@@ -140,14 +179,30 @@ fn up_leaves_a_named_pair_of_namespaces_and_down_removes_it() {
         .args(["link", "up", &name, "--delay-ms", "10", "--rate-mbps", "20"])
         .output()
         .expect("adaptnet link up");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let far = format!("{name}-far");
     let list = namespaces();
     let result = std::panic::catch_unwind(|| {
         assert!(list.contains(&name) && list.contains(&far), "{list}");
         // Across the link from the emulated side to the far side: 2 × 10 ms.
         let ping = Command::new("ip")
-            .args(["netns", "exec", &name, "ping", "-q", "-n", "-c", "5", "-i", "0.1", "10.250.0.1"])
+            .args([
+                "netns",
+                "exec",
+                &name,
+                "ping",
+                "-q",
+                "-n",
+                "-c",
+                "5",
+                "-i",
+                "0.1",
+                "10.250.0.1",
+            ])
             .output()
             .expect("ping");
         let text = String::from_utf8_lossy(&ping.stdout);
@@ -158,7 +213,11 @@ fn up_leaves_a_named_pair_of_namespaces_and_down_removes_it() {
         .args(["link", "down", &name])
         .output()
         .expect("adaptnet link down");
-    assert!(down.status.success(), "{}", String::from_utf8_lossy(&down.stderr));
+    assert!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
     let list = namespaces();
     assert!(!list.contains(&name), "namespaces left behind: {list}");
     if let Err(e) = result {
@@ -167,6 +226,9 @@ fn up_leaves_a_named_pair_of_namespaces_and_down_removes_it() {
     let summary = String::from_utf8_lossy(&down.stdout);
     assert!(summary.contains("delivered_packets"), "{summary}");
     // Down again: nothing to remove is an error.
-    let again = Command::new(ADAPTNET).args(["link", "down", &name]).output().expect("down");
+    let again = Command::new(ADAPTNET)
+        .args(["link", "down", &name])
+        .output()
+        .expect("down");
     assert!(!again.status.success());
 }

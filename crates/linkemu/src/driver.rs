@@ -9,19 +9,19 @@
 //! per-second report). The thread asks for 1 ns timer slack, so the kernel does not round its
 //! wake-ups up by the default 50 µs; within `spin` of a deadline it does not sleep at all.
 
+use crate::LinkEmuError;
 use crate::lateness::Lateness;
 use crate::packet::IpPacket;
 use crate::schedule_log::{Fate, ScheduleLog};
 use crate::stats::{DirectionReport, DirectionSecond, LinkReport, SecondStats};
-use crate::LinkEmuError;
 use adaptnet_core::Time;
 use adaptnet_sim::link::{DropReason, Link, LinkStats};
 use adaptnet_sim::pcap::PcapStream;
 use std::io::BufWriter;
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Packets read from one device per turn of the loop.
@@ -45,8 +45,6 @@ pub(crate) struct Side {
 pub(crate) struct Direction {
     pub name: &'static str,
     pub link: Link<IpPacket>,
-    /// Index of the side it reads from; it writes to the other.
-    pub from: usize,
     next_id: u64,
     in_flight: usize,
     overload: u64,
@@ -58,11 +56,10 @@ pub(crate) struct Direction {
 }
 
 impl Direction {
-    pub(crate) fn new(name: &'static str, link: Link<IpPacket>, from: usize, bound: Duration) -> Direction {
+    pub(crate) fn new(name: &'static str, link: Link<IpPacket>, bound: Duration) -> Direction {
         Direction {
             name,
             link,
-            from,
             next_id: 0,
             in_flight: 0,
             overload: 0,
@@ -119,23 +116,32 @@ impl Driver {
             // other work this is what keeps wake-ups within tens of µs instead of ms. The
             // kernel's RT throttling still leaves ordinary threads their share should this
             // loop ever spin. Failure (no CAP_SYS_NICE) leaves the thread as it was.
-            let param = libc::sched_param { sched_priority: REALTIME_PRIORITY };
+            let param = libc::sched_param {
+                sched_priority: REALTIME_PRIORITY,
+            };
             // SAFETY: sched_setscheduler on this thread (tid 0) with a valid parameter.
             self.realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
         }
         let mut buf = vec![0u8; READ_BUF_BYTES];
         let mut next_report = Time::from_secs(1);
         while !self.stop.load(Ordering::Relaxed) {
-            for d in 0..2 {
-                self.ingest(d, &mut buf)?;
-            }
-            for d in 0..2 {
-                self.release(d)?;
+            {
+                let ctx = Ctx {
+                    start: self.start,
+                    pcap_epoch: self.pcap_epoch,
+                    max_in_flight_packets: self.max_in_flight_packets,
+                };
+                let [emulated, far] = &mut self.sides;
+                let [up, down] = &mut self.dirs;
+                ingest(&ctx, up, emulated, &mut self.log, &mut buf)?;
+                ingest(&ctx, down, far, &mut self.log, &mut buf)?;
+                release(&ctx, up, far, &mut self.log)?;
+                release(&ctx, down, emulated, &mut self.log)?;
             }
             let now = since(self.start);
             if now >= next_report {
                 self.report(next_report, now);
-                next_report = next_report + Duration::from_secs(1);
+                next_report += Duration::from_secs(1);
             }
             let deadline = self
                 .dirs
@@ -147,105 +153,17 @@ impl Driver {
         self.finish()
     }
 
-    /// Reads up to a batch from direction `d`'s source device and offers it to the link.
-    fn ingest(&mut self, d: usize, buf: &mut [u8]) -> Result<(), LinkEmuError> {
-        let dir = &mut self.dirs[d];
-        let side = &mut self.sides[dir.from];
-        for _ in 0..READ_BATCH {
-            let n = match side.dev.recv(buf) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(source) => {
-                    return Err(LinkEmuError::Read {
-                        dev: side.name.clone(),
-                        source,
-                    });
-                }
-            };
-            let Some(bytes) = buf.get(..n) else { break };
-            let now = since(self.start);
-            if let Some(p) = side.pcap.as_mut() {
-                p.record(self.pcap_epoch + since_zero(now), bytes).map_err(|e| pcap_err(side, e))?;
-            }
-            let packet = IpPacket {
-                bytes: bytes.to_vec(),
-                id: dir.next_id,
-                offered: now,
-            };
-            dir.next_id += 1;
-            if dir.in_flight >= self.max_in_flight_packets {
-                dir.overload += 1;
-                if let Some(log) = self.log.as_mut() {
-                    let fate = Fate::Dropped {
-                        why: "overload",
-                        at: now,
-                    };
-                    log.write(dir.name, packet.id, now, n, fate)?;
-                }
-                continue;
-            }
-            match dir.link.enqueue(now, packet) {
-                Ok(()) => dir.in_flight += 1,
-                Err((p, why)) => {
-                    if let Some(log) = self.log.as_mut() {
-                        let fate = Fate::Dropped {
-                            why: reason(why),
-                            at: now,
-                        };
-                        log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Advances direction `d`'s link to now and hands over what it delivered.
-    fn release(&mut self, d: usize) -> Result<(), LinkEmuError> {
-        let now = since(self.start);
-        let dir = &mut self.dirs[d];
-        let to = &mut self.sides[1 - dir.from];
-        dir.link.handle_timeout(now);
-        while let Some((p, why)) = dir.link.poll_dropped() {
-            dir.in_flight = dir.in_flight.saturating_sub(1);
-            if let Some(log) = self.log.as_mut() {
-                let fate = Fate::Dropped {
-                    why: reason(why),
-                    at: now,
-                };
-                log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
-            }
-        }
-        while let Some((model, p)) = dir.link.poll_arrival(now) {
-            dir.in_flight = dir.in_flight.saturating_sub(1);
-            // The hand-over time is taken before the write: the kernel may process the packet
-            // (and whatever it provokes) inside write(2), which is not the link's delay.
-            let actual = since(self.start);
-            if to.dev.send(&p.bytes).is_err() {
-                dir.write_errors += 1;
-            }
-            let late = actual.as_nanos().saturating_sub(model.as_nanos());
-            dir.lateness.record(late);
-            dir.second_lateness.record(late);
-            if let Some(pcap) = to.pcap.as_mut() {
-                pcap.record(self.pcap_epoch + since_zero(actual), &p.bytes).map_err(|e| pcap_err(to, e))?;
-            }
-            if let Some(log) = self.log.as_mut() {
-                let fate = Fate::Delivered { model, actual };
-                log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
-            }
-        }
-        Ok(())
-    }
-
     /// Sends the report of the second ending at `at`.
     fn report(&mut self, at: Time, now: Time) {
         let mut second = SecondStats {
             t_s: at.as_nanos() / 1_000_000_000,
             ..SecondStats::default()
         };
-        for (d, out) in self.dirs.iter_mut().zip([&mut second.uplink, &mut second.downlink]) {
+        for (d, out) in self
+            .dirs
+            .iter_mut()
+            .zip([&mut second.uplink, &mut second.downlink])
+        {
             let s = *d.link.stats();
             let (last, last_overload) = d.last;
             *out = DirectionSecond {
@@ -316,6 +234,7 @@ impl Driver {
             link: *d.link.stats(),
             dropped_overload: d.overload,
             write_errors: d.write_errors,
+            ingress_dropped: 0,
             lateness: d.lateness.summary(),
         };
         Ok(LinkReport {
@@ -326,6 +245,114 @@ impl Driver {
             realtime: self.realtime,
         })
     }
+}
+
+/// What the per-packet work needs from the driver besides the direction and the devices.
+struct Ctx {
+    start: Instant,
+    pcap_epoch: Time,
+    max_in_flight_packets: usize,
+}
+
+/// Reads up to a batch from `side`'s device and offers it to `dir`'s link.
+fn ingest(
+    ctx: &Ctx,
+    dir: &mut Direction,
+    side: &mut Side,
+    log: &mut Option<ScheduleLog>,
+    buf: &mut [u8],
+) -> Result<(), LinkEmuError> {
+    for _ in 0..READ_BATCH {
+        let n = match side.dev.recv(buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => {
+                return Err(LinkEmuError::Read {
+                    dev: side.name.clone(),
+                    source,
+                });
+            }
+        };
+        let Some(bytes) = buf.get(..n) else { break };
+        let now = since(ctx.start);
+        if let Some(p) = side.pcap.as_mut() {
+            p.record(ctx.pcap_epoch + since_zero(now), bytes)
+                .map_err(|e| pcap_err(side, e))?;
+        }
+        let packet = IpPacket {
+            bytes: bytes.to_vec(),
+            id: dir.next_id,
+            offered: now,
+        };
+        dir.next_id += 1;
+        if dir.in_flight >= ctx.max_in_flight_packets {
+            dir.overload += 1;
+            if let Some(log) = log.as_mut() {
+                let fate = Fate::Dropped {
+                    why: "overload",
+                    at: now,
+                };
+                log.write(dir.name, packet.id, now, n, fate)?;
+            }
+            continue;
+        }
+        match dir.link.enqueue(now, packet) {
+            Ok(()) => dir.in_flight += 1,
+            Err((p, why)) => {
+                if let Some(log) = log.as_mut() {
+                    let fate = Fate::Dropped {
+                        why: reason(why),
+                        at: now,
+                    };
+                    log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Advances `dir`'s link to now and hands what it delivered to `to`'s device.
+fn release(
+    ctx: &Ctx,
+    dir: &mut Direction,
+    to: &mut Side,
+    log: &mut Option<ScheduleLog>,
+) -> Result<(), LinkEmuError> {
+    let now = since(ctx.start);
+    dir.link.handle_timeout(now);
+    while let Some((p, why)) = dir.link.poll_dropped() {
+        dir.in_flight = dir.in_flight.saturating_sub(1);
+        if let Some(log) = log.as_mut() {
+            let fate = Fate::Dropped {
+                why: reason(why),
+                at: now,
+            };
+            log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+        }
+    }
+    while let Some((model, p)) = dir.link.poll_arrival(now) {
+        dir.in_flight = dir.in_flight.saturating_sub(1);
+        // The hand-over time is taken before the write: the kernel may process the packet
+        // (and whatever it provokes) inside write(2), which is not the link's delay.
+        let actual = since(ctx.start);
+        if to.dev.send(&p.bytes).is_err() {
+            dir.write_errors += 1;
+        }
+        let late = actual.as_nanos().saturating_sub(model.as_nanos());
+        dir.lateness.record(late);
+        dir.second_lateness.record(late);
+        if let Some(pcap) = to.pcap.as_mut() {
+            pcap.record(ctx.pcap_epoch + since_zero(actual), &p.bytes)
+                .map_err(|e| pcap_err(to, e))?;
+        }
+        if let Some(log) = log.as_mut() {
+            let fate = Fate::Delivered { model, actual };
+            log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+        }
+    }
+    Ok(())
 }
 
 fn reason(why: DropReason) -> &'static str {

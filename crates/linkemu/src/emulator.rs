@@ -1,10 +1,10 @@
 //! The library API: bring a link up, learn its addresses, run code or commands on either
 //! side, read its statistics, tear it down (on drop, too).
 
+use crate::LinkEmuError;
 use crate::driver::{Direction, Driver, Side};
 use crate::netns::{self, InsideThread, Namespace};
 use crate::stats::{LinkReport, SecondStats};
-use crate::LinkEmuError;
 use adaptnet_core::Time;
 use adaptnet_sim::link::Link;
 use adaptnet_sim::pcap::PcapStream;
@@ -12,9 +12,9 @@ use adaptnet_sim::scenario::link_table::LinkPair;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{Receiver, sync_channel};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Per-second reports kept for a reader who falls behind; older ones are dropped and counted.
@@ -106,6 +106,8 @@ pub struct EmulatedLink {
     emulated: Namespace,
     far: Option<Namespace>,
     subnet: u8,
+    /// The far side's device name.
+    far_dev: String,
     /// Time zero of the link model (and of its traces).
     started: Instant,
 }
@@ -137,14 +139,20 @@ impl EmulatedLink {
         }
         let emulated = Namespace::create(&name)?;
         let (far, subnet) = match opts.far {
-            FarSide::Namespace => (Some(Namespace::create(&far_name)?), opts.subnet.unwrap_or(0)),
+            FarSide::Namespace => (
+                Some(Namespace::create(&far_name)?),
+                opts.subnet.unwrap_or(0),
+            ),
             FarSide::Host => (None, opts.subnet.map_or_else(netns::free_host_subnet, Ok)?),
         };
         let emulated_ip = Ipv4Addr::new(10, 250, subnet, 2);
         let far_ip = Ipv4Addr::new(10, 250, subnet, 1);
         let mtu = opts.mtu_bytes;
         let emu_dev = emulated.run(move || netns::open_tun(EMULATED_DEV, mtu, emulated_ip))??;
-        netns::run("ip", &["-n", &name, "route", "add", "default", "dev", EMULATED_DEV])?;
+        netns::run(
+            "ip",
+            &["-n", &name, "route", "add", "default", "dev", EMULATED_DEV],
+        )?;
         let far_dev_name = match far {
             Some(_) => FAR_DEV.to_string(),
             None => format!("adlh{subnet}"),
@@ -192,11 +200,10 @@ impl EmulatedLink {
         };
         let bound = opts.late_bound;
         let dirs = [
-            Direction::new("uplink", Link::new(links.uplink, links.seed), 0, bound),
+            Direction::new("uplink", Link::new(links.uplink, links.seed), bound),
             Direction::new(
                 "downlink",
                 Link::new(links.downlink, links.seed.wrapping_add(1)),
-                1,
                 bound,
             ),
         ];
@@ -231,6 +238,7 @@ impl EmulatedLink {
             emulated,
             far,
             subnet,
+            far_dev: far_dev_name,
             started,
         })
     }
@@ -341,11 +349,23 @@ impl EmulatedLink {
     }
 
     fn stop_driver(&mut self) -> Option<Result<LinkReport, LinkEmuError>> {
-        self.stop.store(true, Ordering::Relaxed);
         let handle = self.driver.take()?;
-        Some(handle.join().unwrap_or_else(|_| {
-            Err(LinkEmuError::Thread("the emulator thread panicked".into()))
-        }))
+        // The devices' counters, while they still exist (they go with the driver's fds).
+        let up = netns::tx_dropped(Some(self.emulated.name()), EMULATED_DEV).unwrap_or(0);
+        let down = netns::tx_dropped(self.far_ns(), &self.far_dev).unwrap_or(0);
+        self.stop.store(true, Ordering::Relaxed);
+        Some(
+            handle
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(LinkEmuError::Thread("the emulator thread panicked".into()))
+                })
+                .map(|mut r| {
+                    r.uplink.ingress_dropped = up;
+                    r.downlink.ingress_dropped = down;
+                    r
+                }),
+        )
     }
 }
 

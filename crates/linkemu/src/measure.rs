@@ -16,7 +16,13 @@ pub const FULL_PAYLOAD_BYTES: usize = 1472;
 /// Sends `payload`-byte datagrams to `to` at `rate_bps` (IP packet bits per second) for
 /// `duration`, in bursts of one millisecond's worth; returns the datagrams sent. Errors of
 /// individual sends (a full socket buffer) are counted as not sent, not returned.
-pub fn paced_udp(socket: &UdpSocket, to: SocketAddr, rate_bps: f64, payload: usize, duration: Duration) -> u64 {
+pub fn paced_udp(
+    socket: &UdpSocket,
+    to: SocketAddr,
+    rate_bps: f64,
+    payload: usize,
+    duration: Duration,
+) -> u64 {
     let wire_bits = ((payload + 28) * 8) as f64;
     let per_s = rate_bps / wire_bits;
     let buf = vec![0xa5u8; payload];
@@ -40,7 +46,9 @@ pub fn paced_udp(socket: &UdpSocket, to: SocketAddr, rate_bps: f64, payload: usi
 pub fn arrivals(socket: &UdpSocket, since: Instant, duration: Duration) -> Vec<Duration> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 65_536];
-    socket.set_read_timeout(Some(Duration::from_millis(20))).ok();
+    socket
+        .set_read_timeout(Some(Duration::from_millis(20)))
+        .ok();
     while since.elapsed() < duration {
         if socket.recv(&mut buf).is_ok() && out.len() < MAX_ARRIVALS {
             out.push(since.elapsed());
@@ -82,7 +90,8 @@ pub fn schedule_match(
             u64::try_from(at.as_nanos()).unwrap_or(u64::MAX),
         )) / packet_bytes as f64
     };
-    let count = |a: Duration, b: Duration| arrivals.iter().filter(|&&t| t >= a && t < b).count() as u64;
+    let count =
+        |a: Duration, b: Duration| arrivals.iter().filter(|&&t| t >= a && t < b).count() as u64;
     let mut per_second = Vec::new();
     let mut t = from;
     while t < to {
@@ -101,7 +110,11 @@ pub fn schedule_match(
         to_s: to.as_secs_f64(),
         received,
         expected,
-        error: if expected > 0.0 { received as f64 / expected - 1.0 } else { 0.0 },
+        error: if expected > 0.0 {
+            received as f64 / expected - 1.0
+        } else {
+            0.0
+        },
         per_second,
     }
 }

@@ -232,3 +232,21 @@ pub fn free_host_subnet() -> Result<u8, LinkEmuError> {
         .find(|n| !text.contains(&format!(" 10.250.{n}.")))
         .ok_or(LinkEmuError::NoSubnet)
 }
+
+/// The transmit-drop counter of `dev` (in namespace `ns`, or this host's): for a TUN device,
+/// packets the kernel routed into it but could not queue for the reader because its queue
+/// (the device's `txqueuelen`) was full — packets the emulator fell too far behind to read.
+pub fn tx_dropped(ns: Option<&str>, dev: &str) -> Option<u64> {
+    let mut c = Command::new("ip");
+    if let Some(ns) = ns {
+        c.args(["-n", ns]);
+    }
+    let out = c.args(["-s", "link", "show", "dev", dev]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    // "    TX:  bytes packets errors dropped carrier collsns" then the numbers.
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("TX:"));
+    lines.next()?;
+    lines.next()?.split_whitespace().nth(3)?.parse().ok()
+}

@@ -49,6 +49,9 @@ pub struct DirectionReport {
     pub dropped_overload: u64,
     /// Packets the far side's device would not take.
     pub write_errors: u64,
+    /// Packets the kernel dropped before the emulator could read them (the ingress device's
+    /// queue was full): the emulator fell behind. Not seen by the model.
+    pub ingress_dropped: u64,
     /// How late packets were handed over.
     pub lateness: LatenessSummary,
 }

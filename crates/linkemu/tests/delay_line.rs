@@ -22,7 +22,9 @@ fn a_20_ms_delay_line_gives_a_40_ms_round_trip_and_leaves_nothing_behind() {
         let mut buf = [0u8; 2048];
         echo.set_read_timeout(Some(Duration::from_secs(5))).ok();
         for _ in 0..20 {
-            let Ok((n, from)) = echo.recv_from(&mut buf) else { return };
+            let Ok((n, from)) = echo.recv_from(&mut buf) else {
+                return;
+            };
             echo.send_to(&buf[..n], from).expect("echo");
         }
     });
@@ -55,5 +57,8 @@ fn a_20_ms_delay_line_gives_a_40_ms_round_trip_and_leaves_nothing_behind() {
     );
     assert_eq!(report.uplink.link.delivered_packets, 20);
     assert_eq!(report.downlink.link.delivered_packets, 20);
-    assert!(common::namespaces_named(&name).is_empty(), "namespaces left behind");
+    assert!(
+        common::namespaces_named(&name).is_empty(),
+        "namespaces left behind"
+    );
 }

@@ -3,8 +3,8 @@
 //! simulator's link model.
 
 use adaptnet_core::Time;
-use adaptnet_linkemu::measure::{self, FULL_PAYLOAD_BYTES};
 use adaptnet_linkemu::EmulatorOptions;
+use adaptnet_linkemu::measure::{self, FULL_PAYLOAD_BYTES};
 use adaptnet_sim::link::{Link, WireSize};
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
@@ -113,7 +113,13 @@ fn the_schedule_log_replays_exactly_through_the_simulators_link_model() {
     let mut fates = std::collections::HashMap::new();
     let mut offered: Vec<(u64, u32, u64)> = rows
         .iter()
-        .map(|r| (r[2].parse().expect("offered"), r[3].parse().expect("bytes"), r[1].parse().expect("id")))
+        .map(|r| {
+            (
+                r[2].parse().expect("offered"),
+                r[3].parse().expect("bytes"),
+                r[1].parse().expect("id"),
+            )
+        })
         .collect();
     offered.sort();
     for &(t, bytes, id) in &offered {
@@ -155,8 +161,15 @@ fn the_schedule_log_replays_exactly_through_the_simulators_link_model() {
     }
     eprintln!("replayed {} packets: {counts:?}", rows.len());
     for fate in ["delivered", "queue", "random", "outage"] {
-        assert!(counts.get(fate).copied().unwrap_or(0) > 0, "no packet {fate}: {counts:?}");
+        assert!(
+            counts.get(fate).copied().unwrap_or(0) > 0,
+            "no packet {fate}: {counts:?}"
+        );
     }
     let delivered = counts.get("delivered").copied().unwrap_or(0);
-    assert_eq!(arrivals.len() as u64, delivered, "every logged delivery arrived");
+    assert_eq!(
+        arrivals.len() as u64,
+        delivered,
+        "every logged delivery arrived"
+    );
 }

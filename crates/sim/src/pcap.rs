@@ -112,7 +112,8 @@ impl PcapWriter {
     pub fn record_ip(&mut self, at: Time, ip: &[u8]) {
         let offset = self.buf.len();
         let len = adaptnet_core::convert::usize_u32_sat(ip.len());
-        self.buf.extend_from_slice(&record_header(at, ip.len(), len));
+        self.buf
+            .extend_from_slice(&record_header(at, ip.len(), len));
         self.buf.extend_from_slice(ip);
         self.index.push((at, offset, self.buf.len() - offset));
     }
@@ -235,7 +236,9 @@ mod tests {
 
     #[test]
     fn streamed_ip_packets_match_the_in_memory_writer() {
-        let ip = [0x45u8, 0, 0, 24, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 2, 3, 4];
+        let ip = [
+            0x45u8, 0, 0, 24, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 2, 3, 4,
+        ];
         let mut mem = PcapWriter::new();
         mem.record_ip(Time::from_millis(2500), &ip);
         let mut stream = PcapStream::new(Vec::new()).expect("vec");

@@ -117,7 +117,7 @@ pub enum LinkAction {
         /// The link's name (letters, digits, '-', '_').
         name: String,
         #[command(flatten)]
-        args: LinkArgs,
+        args: Box<LinkArgs>,
     },
     /// Stop a link brought up with `up`, delete its namespaces and print its summary.
     Down {
@@ -130,7 +130,7 @@ pub enum LinkAction {
         /// The link's name.
         name: String,
         #[command(flatten)]
-        args: LinkArgs,
+        args: Box<LinkArgs>,
     },
 }
 
@@ -180,10 +180,20 @@ impl LinkArgs {
                 (None, Some(r)) => spec.bandwidth_mbps = Some(r),
                 (None, None) => spec.bandwidth_bps = Some(UNLIMITED_BPS),
             }
-            Ok(link_config(&spec, name, "the command line", Path::new("."))?)
+            Ok(link_config(
+                &spec,
+                name,
+                "the command line",
+                Path::new("."),
+            )?)
         };
         Ok(LinkPair {
-            uplink: dir(&self.uplink_trace, self.uplink_mbps, self.uplink_loss, "uplink")?,
+            uplink: dir(
+                &self.uplink_trace,
+                self.uplink_mbps,
+                self.uplink_loss,
+                "uplink",
+            )?,
             downlink: dir(
                 &self.downlink_trace,
                 self.downlink_mbps,
@@ -271,7 +281,8 @@ fn print_report(r: &LinkReport, json: bool) {
         let l = &d.lateness;
         eprintln!(
             "  {name:8} delivered {} pk {} B; dropped queue {} random {} outage {} overload {}; \
-             lateness p50 {:.0} µs p99 {:.0} µs max {:.0} µs; {} later than {:.0} µs",
+             lateness p50 {:.0} µs p99 {:.0} µs max {:.0} µs; {} later than {:.0} µs; {} not \
+             read in time (dropped by the kernel)",
             d.link.delivered_packets,
             d.link.delivered_bytes,
             d.link.dropped_queue,
@@ -282,7 +293,8 @@ fn print_report(r: &LinkReport, json: bool) {
             l.p99_us,
             l.max_us,
             l.late,
-            l.bound_us
+            l.bound_us,
+            d.ingress_dropped
         );
     }
 }
@@ -314,10 +326,9 @@ pub fn shell(args: &LinkArgs, command: &[String]) -> Result<ExitCode> {
     };
     let mut signalled_at: Option<Instant> = None;
     let status = loop {
-        if let Some(s) = link.next_second(Duration::from_millis(20)) {
-            if !args.quiet {
-                print_second(&s, args.json);
-            }
+        match link.next_second(Duration::from_millis(20)) {
+            Some(s) if !args.quiet => print_second(&s, args.json),
+            _ => {}
         }
         match child.try_wait() {
             Ok(Some(status)) => break Some(status),
@@ -435,7 +446,9 @@ fn up(name: &str, args: &LinkArgs) -> Result<ExitCode> {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().context("starting the link's background process")?;
+    let mut child = cmd
+        .spawn()
+        .context("starting the link's background process")?;
     let mut line = String::new();
     if let Some(out) = child.stdout.take() {
         std::io::BufReader::new(out).read_line(&mut line).ok();
@@ -459,10 +472,12 @@ fn up(name: &str, args: &LinkArgs) -> Result<ExitCode> {
 
 fn daemon(name: &str, args: &LinkArgs) -> Result<ExitCode> {
     catch_signals();
-    let link = match args
-        .link_pair()
-        .and_then(|p| Ok(EmulatedLink::up(p, args.options(Some(name.to_string()), FarSide::Namespace))?))
-    {
+    let link = match args.link_pair().and_then(|p| {
+        Ok(EmulatedLink::up(
+            p,
+            args.options(Some(name.to_string()), FarSide::Namespace),
+        )?)
+    }) {
         Ok(l) => l,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -494,10 +509,9 @@ fn daemon(name: &str, args: &LinkArgs) -> Result<ExitCode> {
         }
     }
     while STOP_SIGNAL.load(Ordering::SeqCst) == 0 && !link.has_failed() {
-        if let Some(s) = link.next_second(Duration::from_millis(100)) {
-            if !args.quiet {
-                print_second(&s, args.json);
-            }
+        match link.next_second(Duration::from_millis(100)) {
+            Some(s) if !args.quiet => print_second(&s, args.json),
+            _ => {}
         }
     }
     let report = link.shutdown();

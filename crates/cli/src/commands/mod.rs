@@ -6,6 +6,7 @@ pub mod env_netns_bench;
 pub mod events;
 pub mod exp;
 pub mod link;
+pub mod link_bench;
 pub mod loopback_bench;
 pub mod real;
 pub mod sim;

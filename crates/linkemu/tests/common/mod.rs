@@ -113,7 +113,12 @@ pub fn kernel_tcp_goodput_bps(link: &EmulatedLink, cc: &'static str, seconds: f6
                 cc.len() as libc::socklen_t,
             )
         };
-        assert_eq!(rc, 0, "TCP_CONGESTION {cc}: {}", std::io::Error::last_os_error());
+        assert_eq!(
+            rc,
+            0,
+            "TCP_CONGESTION {cc}: {}",
+            std::io::Error::last_os_error()
+        );
         let chunk = vec![0x5a; 64 * 1024];
         let t0 = std::time::Instant::now();
         while t0.elapsed().as_secs_f64() < seconds + 1.0 {
@@ -126,7 +131,8 @@ pub fn kernel_tcp_goodput_bps(link: &EmulatedLink, cc: &'static str, seconds: f6
         .run_emulated(move || {
             let mut s = std::net::TcpStream::connect(far).expect("connect across the link");
             let t0 = std::time::Instant::now();
-            s.set_read_timeout(Some(std::time::Duration::from_millis(100))).ok();
+            s.set_read_timeout(Some(std::time::Duration::from_millis(100)))
+                .ok();
             let mut buf = vec![0u8; 256 * 1024];
             let mut got = 0u64;
             while t0.elapsed().as_secs_f64() < seconds {
@@ -145,7 +151,9 @@ pub fn kernel_tcp_goodput_bps(link: &EmulatedLink, cc: &'static str, seconds: f6
 
 /// The stream transport's TCP with the options of [`STREAM_SIM_KEYS`]: SACK, timestamps,
 /// IW10 and a 200 ms minimum RTO, as the simulator's flow it is compared with.
-fn linux_like(o: adaptnet_runtime::stream::StreamOptions) -> adaptnet_runtime::stream::StreamOptions {
+fn linux_like(
+    o: adaptnet_runtime::stream::StreamOptions,
+) -> adaptnet_runtime::stream::StreamOptions {
     let mut core = o.core;
     core.sack = true;
     core.timestamps = true;

@@ -19,9 +19,9 @@
 //! Trace paths are relative to the file. A direction given in `[uplink]` or `[downlink]`
 //! replaces `[link]` whole (keys are not merged), so what a table says is all there is.
 
+use super::ScenarioError;
 use super::fields::Ctx;
 use super::schema::LinkSpec;
-use super::ScenarioError;
 use crate::link::LinkConfig;
 use serde::Deserialize;
 use std::path::Path;
@@ -116,7 +116,9 @@ mod tests {
         assert_eq!(p.uplink.delay, Duration::from_millis(50));
         assert_eq!(p.uplink.queue, QueueLimit::Packets(84));
         assert_eq!(p.seed, 1);
-        let split = format!("seed = 4\n{both}[uplink]\nbandwidth_kbps = 500\nloss = {{ bernoulli = 0.01 }}\n");
+        let split = format!(
+            "seed = 4\n{both}[uplink]\nbandwidth_kbps = 500\nloss = {{ bernoulli = 0.01 }}\n"
+        );
         let p = LinkPair::parse(&split, "l.toml", Path::new(".")).expect("valid");
         assert_eq!(p.seed, 4);
         assert_eq!(p.uplink.bandwidth, Bandwidth::bits_per_s(500e3));
