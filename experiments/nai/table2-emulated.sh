@@ -20,6 +20,8 @@ SECONDS_RUN="${2:-300}"
 JOBS="${JOBS:-18}"
 WORKLOADS="${WORKLOADS:-uniform prioritised reversed filesystem overload random}"
 TRANSPORTS="${TRANSPORTS:-atp nai-tcp nai-mtcp1}"
+# (WORKLOADS and TRANSPORTS may be narrowed to rerun some cells; TABLE_WORKLOADS then names
+# every workload the table should show.)
 
 mkdir -p "$OUT"
 if [ ! -f "$OUT/sim/table2-synthetic-5min.csv" ]; then
@@ -49,8 +51,10 @@ run_one() {
   "$ADAPTNET" link down "$name" >"$dir/link-summary.json" || true
 }
 
+# RUN=0: only rebuild the table from the runs already in OUT.
 i=0
-for w in $WORKLOADS; do
+[ "${RUN:-1}" = 0 ] && WORKLOADS_RUN="" || WORKLOADS_RUN="$WORKLOADS"
+for w in $WORKLOADS_RUN; do
   for t in $TRANSPORTS; do
     i=$((i + 1))
     run_one "$w" "$t" "$i" &
@@ -59,7 +63,7 @@ for w in $WORKLOADS; do
 done
 wait
 
-python3 - "$OUT" "$WORKLOADS" "$TRANSPORTS" <<'PY'
+python3 - "$OUT" "${TABLE_WORKLOADS:-$WORKLOADS}" "$TRANSPORTS" <<'PY'
 import csv, json, sys, pathlib
 out, workloads, transports = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3].split()
 sim = {}
@@ -77,7 +81,11 @@ for w in workloads:
         except (OSError, ValueError):
             reports[t] = None
     levels = next((r["levels"] for r in reports.values() if r), [])
+    seen = set()
     for i, level in enumerate(levels):
+        if level["name"] in seen:
+            continue
+        seen.add(level["name"])
         if not any(r and i < len(r["levels"]) and r["levels"][i]["submitted"] for r in reports.values()):
             continue
         cells = []

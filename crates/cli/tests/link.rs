@@ -232,3 +232,103 @@ fn up_leaves_a_named_pair_of_namespaces_and_down_removes_it() {
         .expect("down");
     assert!(!again.status.success());
 }
+
+/// `adaptnet serve` on the far side and `adaptnet send` on the emulated side of a named link:
+/// a 6-s Table 2 workload over ATP and over NAI-TCP, every message delivered before its timer
+/// on a 4 Mbit/s, 10 ms link that the workload (about 0.2 Mbit/s) does not fill.
+#[test]
+fn send_and_serve_run_a_workload_across_the_emulated_link() {
+    let _slot = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    if !can_run("send/serve") {
+        return;
+    }
+    let name = format!("adlss{}", std::process::id());
+    let out = Command::new(ADAPTNET)
+        .args([
+            "link",
+            "up",
+            &name,
+            "--delay-ms",
+            "10",
+            "--rate-mbps",
+            "4",
+            "--queue-packets",
+            "50",
+        ])
+        .output()
+        .expect("adaptnet link up");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result = std::panic::catch_unwind(|| {
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", &format!("{name}-far"), ADAPTNET, "serve"])
+            .args(["--listen", "10.250.0.1:7700", "-t", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve");
+        std::thread::sleep(Duration::from_millis(500));
+        let outdir = std::env::temp_dir().join(format!("{name}-send"));
+        let mut fractions = Vec::new();
+        for transport in ["atp", "nai-tcp"] {
+            let send = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &name,
+                    ADAPTNET,
+                    "send",
+                    "--to",
+                    "10.250.0.1:7700",
+                ])
+                .args([
+                    "--workload",
+                    "uniform",
+                    "-t",
+                    "6",
+                    "--json",
+                    "--transport",
+                    transport,
+                ])
+                .arg("--out")
+                .arg(&outdir)
+                .output()
+                .expect("send");
+            let text = String::from_utf8_lossy(&send.stdout);
+            assert!(
+                send.status.success(),
+                "{transport}: {}",
+                String::from_utf8_lossy(&send.stderr)
+            );
+            let report: serde_json::Value = serde_json::from_str(&text).expect("JSON report");
+            let (mut submitted, mut on_time) = (0, 0);
+            for level in report["levels"].as_array().expect("levels") {
+                submitted += level["submitted"].as_u64().unwrap_or(0);
+                on_time += level["on_time"].as_u64().unwrap_or(0);
+            }
+            fractions.push((transport, submitted, on_time));
+        }
+        let _ = server.kill();
+        let _ = server.wait();
+        std::fs::remove_dir_all(&outdir).ok();
+        eprintln!("send/serve across the emulated link: {fractions:?}");
+        for (transport, submitted, on_time) in fractions {
+            assert!(submitted > 10, "{transport}: {submitted} submitted");
+            assert_eq!(
+                on_time, submitted,
+                "{transport}: {on_time}/{submitted} on time"
+            );
+        }
+    });
+    let down = Command::new(ADAPTNET)
+        .args(["link", "down", &name])
+        .output()
+        .expect("down");
+    assert!(down.status.success());
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -68,6 +68,26 @@ impl WireSize for Replayed {
     }
 }
 
+/// Runs the model's timeouts up to `until` (all of them for `None`), noting each packet's fate.
+fn advance(
+    model: &mut Link<Replayed>,
+    fates: &mut std::collections::HashMap<u64, String>,
+    until: Option<Time>,
+) {
+    while let Some(next) = model
+        .poll_timeout()
+        .filter(|&n| until.is_none_or(|u| n <= u))
+    {
+        model.handle_timeout(next);
+        while let Some((at, p)) = model.poll_arrival(next) {
+            fates.insert(p.1, format!("delivered,{}", at.as_nanos()));
+        }
+        while let Some((p, why)) = model.poll_dropped() {
+            fates.insert(p.1, format!("{why:?}"));
+        }
+    }
+}
+
 #[test]
 fn the_schedule_log_replays_exactly_through_the_simulators_link_model() {
     let _slot = common::serial();
@@ -124,28 +144,12 @@ fn the_schedule_log_replays_exactly_through_the_simulators_link_model() {
     offered.sort();
     for &(t, bytes, id) in &offered {
         let now = Time::from_nanos(t);
-        while let Some(next) = model.poll_timeout().filter(|&n| n <= now) {
-            model.handle_timeout(next);
-            while let Some((at, p)) = model.poll_arrival(next) {
-                fates.insert(p.1, format!("delivered,{}", at.as_nanos()));
-            }
-            while let Some((p, why)) = model.poll_dropped() {
-                fates.insert(p.1, format!("{why:?}"));
-            }
-        }
+        advance(&mut model, &mut fates, Some(now));
         if let Err((p, _)) = model.enqueue(now, Replayed(bytes, id)) {
             fates.insert(p.1, "QueueFull".to_string());
         }
     }
-    while let Some(next) = model.poll_timeout() {
-        model.handle_timeout(next);
-        while let Some((at, p)) = model.poll_arrival(next) {
-            fates.insert(p.1, format!("delivered,{}", at.as_nanos()));
-        }
-        while let Some((p, why)) = model.poll_dropped() {
-            fates.insert(p.1, format!("{why:?}"));
-        }
-    }
+    advance(&mut model, &mut fates, None);
     let mut counts = std::collections::BTreeMap::new();
     for r in &rows {
         let id: u64 = r[1].parse().expect("id");
