@@ -133,7 +133,7 @@ fn a_20_ms_delay_line_shows_a_40_ms_ping() {
     );
 }
 
-fn stopped_by(signal: libc::c_int, expected_code: i32) {
+fn stopped_by(signal: libc::c_int, expected_code: i32, settle: Duration) {
     let mut cmd = Command::new(ADAPTNET);
     cmd.args(["link", "--quiet", "--delay-ms", "5", "--", "sleep", "30"])
         .stderr(Stdio::null());
@@ -143,6 +143,7 @@ fn stopped_by(signal: libc::c_int, expected_code: i32) {
     let pid = child.id();
     let ns = format!("adl{pid}-0");
     wait_for("the link to come up", || namespaces().contains(&ns));
+    std::thread::sleep(settle);
     let t0 = Instant::now();
     // SAFETY: kill on the process group we just made.
     unsafe {
@@ -164,8 +165,11 @@ fn sigterm_and_ctrl_c_tear_the_link_down() {
     if !can_run("signals") {
         return;
     }
-    stopped_by(libc::SIGTERM, 128 + libc::SIGTERM);
-    stopped_by(libc::SIGINT, 128 + libc::SIGINT);
+    // Right as the namespace appears (set-up still running `ip`), and once the command runs.
+    for settle in [Duration::ZERO, Duration::from_millis(500)] {
+        stopped_by(libc::SIGTERM, 128 + libc::SIGTERM, settle);
+        stopped_by(libc::SIGINT, 128 + libc::SIGINT, settle);
+    }
 }
 
 #[test]

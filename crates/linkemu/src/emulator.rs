@@ -226,6 +226,7 @@ impl EmulatedLink {
             stats_dropped: 0,
             pcap_epoch,
             realtime: opts.realtime,
+            budget: Default::default(),
         };
         let handle = std::thread::Builder::new()
             .name("adaptnet-link".into())

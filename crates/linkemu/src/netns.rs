@@ -78,7 +78,12 @@ impl Namespace {
         if exists(name) {
             return Err(LinkEmuError::Exists(name.to_string()));
         }
-        run("ip", &["netns", "add", name])?;
+        if let Err(e) = run("ip", &["netns", "add", name]) {
+            // `ip` may have been killed half-way (a Ctrl-C reaches the whole process group),
+            // leaving the name behind: remove it.
+            let _ = delete(name);
+            return Err(e);
+        }
         let file = match File::open(format!("/var/run/netns/{name}")) {
             Ok(f) => f,
             Err(source) => {

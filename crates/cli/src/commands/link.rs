@@ -306,7 +306,15 @@ pub fn shell(args: &LinkArgs, command: &[String]) -> Result<ExitCode> {
     };
     let pair = args.link_pair()?;
     catch_signals();
-    let link = EmulatedLink::up(pair, args.options(None, FarSide::Host))?;
+    let link = match EmulatedLink::up(pair, args.options(None, FarSide::Host)) {
+        Ok(l) => l,
+        // A Ctrl-C during set-up also reaches the `ip` commands it runs (same process group),
+        // so set-up fails; what it made is already deleted. The signal is the reason.
+        Err(_) if STOP_SIGNAL.load(Ordering::SeqCst) != 0 => {
+            return Ok(signal_exit(STOP_SIGNAL.load(Ordering::SeqCst)));
+        }
+        Err(e) => return Err(e.into()),
+    };
     eprintln!(
         "adaptnet link: {} (emulated side, namespace {}) <-> {} (this host); ADAPTNET_LINK_PEER={}",
         link.emulated_addr(),
@@ -362,10 +370,15 @@ pub fn shell(args: &LinkArgs, command: &[String]) -> Result<ExitCode> {
     }
     let sig = STOP_SIGNAL.load(Ordering::SeqCst);
     if sig != 0 {
-        return Ok(ExitCode::from(128u8.saturating_add(sig as u8)));
+        return Ok(signal_exit(sig));
     }
     report?;
     Ok(exit_code(status))
+}
+
+/// The exit status of a process ended by signal `sig`: 128 + `sig`, as shells report it.
+fn signal_exit(sig: i32) -> ExitCode {
+    ExitCode::from(128u8.saturating_add(u8::try_from(sig).unwrap_or(0)))
 }
 
 /// The command's exit status as ours: its code, or 128 + the signal that ended it.
@@ -374,7 +387,7 @@ fn exit_code(status: Option<std::process::ExitStatus>) -> ExitCode {
     match status {
         Some(s) => match (s.code(), s.signal()) {
             (Some(c), _) => ExitCode::from(u8::try_from(c).unwrap_or(1)),
-            (None, Some(sig)) => ExitCode::from(128u8.saturating_add(sig as u8)),
+            (None, Some(sig)) => signal_exit(sig),
             _ => ExitCode::FAILURE,
         },
         None => ExitCode::FAILURE,
