@@ -94,9 +94,13 @@ impl Default for EmulatorOptions {
 /// use adaptnet_sim::scenario::link_table::LinkPair;
 /// let links = LinkPair::parse("[link]\nbandwidth_mbps = 10\ndelay_ms = 20\n", "inline", ".".as_ref())?;
 /// let link = EmulatedLink::up(links, EmulatorOptions::default())?;
-/// let peer = link.far_addr();
-/// let rtt = link.run_emulated(move || { /* sockets opened here live on the emulated side */ peer })?;
-/// let report = link.shutdown()?;
+/// let far = std::net::SocketAddr::new(link.far_addr().into(), 9000);
+/// let server = link.run_far(move || std::net::UdpSocket::bind(far))??;
+/// // Sockets opened on the emulated side send across the link.
+/// let client = link.run_emulated(|| std::net::UdpSocket::bind("0.0.0.0:0"))??;
+/// client.send_to(b"hello", far)?;
+/// let report = link.shutdown()?; // or drop it: the namespaces go either way
+/// # drop(server);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct EmulatedLink {
