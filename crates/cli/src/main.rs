@@ -146,6 +146,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Emulate a link on real packets with the simulator's link model (traces, delay, queue,
+    /// loss, outages): `adaptnet link [LINK] -- COMMAND…` runs COMMAND on the emulated side
+    /// (the far side is this host, its address in $ADAPTNET_LINK_PEER); `adaptnet link up
+    /// NAME [LINK]` / `down NAME` leave a link between namespaces NAME and NAME-far. Needs root.
+    #[command(args_conflicts_with_subcommands = true)]
+    Link {
+        #[command(subcommand)]
+        action: Option<commands::link::LinkAction>,
+        #[command(flatten)]
+        args: Box<commands::link::LinkArgs>,
+        /// The command to run on the emulated side (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
     /// Run a benchmark (`adaptnet bench list` shows them; default `sim`: the simulator on
     /// 10 NewReno flows, 10 Mbit/s, 50 ms RTT, 300 s).
     Bench {
@@ -231,6 +245,14 @@ fn main() -> ExitCode {
         } => seconds(time).and_then(|d| {
             commands::events::run(interface, subscribe.as_deref(), period_ms, d, json)
         }),
+        Command::Link {
+            action,
+            args,
+            command,
+        } => match action {
+            Some(a) => commands::link::action(&a),
+            None => commands::link::shell(&args, &command),
+        },
         Command::Bench {
             name,
             repeat,

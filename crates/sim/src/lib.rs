@@ -3,8 +3,8 @@
 //! Virtual time in nanoseconds, one thread, one event heap ordered by (time, sequence), one
 //! seed: the same scenario and seed give byte-identical results.
 //!
-//! - [`link`]: the link model (bandwidth, delay, queue, loss, outages, reordering), reusable
-//!   by a real-time emulator;
+//! - [`link`]: the link model (bandwidth, delay, queue, loss, outages, reordering), also
+//!   driven in real time on real packets by `adaptnet link` (crate `adaptnet-linkemu`);
 //! - [`trace`]: Mahimahi and piecewise-constant bandwidth traces;
 //! - [`packet`]: what links carry; [`agent`]: the protocol endpoints on hosts;
 //! - [`world`]: nodes, links, routing, the event loop; [`topology`]: dumbbell and chain

@@ -1,10 +1,12 @@
 //! Packet captures in the classic pcap format (nanosecond timestamps, `LINKTYPE_RAW`), readable
 //! by Wireshark and tshark.
 //!
-//! Each record holds a synthesised IPv4 header, a UDP header for UDP packets, and the
-//! packet's transport header bytes, then its payload when the packet carries real bytes
-//! ([`Packet::payload`]). Virtual payload is not materialised: the record's captured length is
-//! shorter than its original length, as with a snap length.
+//! [`PcapWriter`] captures simulated packets in memory: each record holds a synthesised IPv4
+//! header, a UDP header for UDP packets, and the packet's transport header bytes, then its
+//! payload when the packet carries real bytes ([`Packet::payload`]). Virtual payload is not
+//! materialised: the record's captured length is shorter than its original length, as with a
+//! snap length. [`PcapStream`] writes real IP packets (the link emulator's) to any
+//! [`std::io::Write`] as they pass, in the same format.
 
 use crate::packet::{IPV4_HEADER_LEN, Packet, Proto, UDP_HEADER_LEN};
 use adaptnet_core::Time;
@@ -33,17 +35,34 @@ impl Default for PcapWriter {
     }
 }
 
+/// The pcap file header.
+fn file_header() -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[0..4].copy_from_slice(&MAGIC_NANOS.to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes()); // version 2.4
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    // thiszone and sigfigs stay zero.
+    h[16..20].copy_from_slice(&SNAPLEN.to_le_bytes());
+    h[20..24].copy_from_slice(&LINKTYPE_RAW.to_le_bytes());
+    h
+}
+
+/// A record's header: timestamp, captured and original lengths.
+fn record_header(at: Time, captured: usize, orig_len: u32) -> [u8; 16] {
+    let ns = at.as_nanos();
+    let mut h = [0u8; 16];
+    h[0..4].copy_from_slice(&adaptnet_core::convert::u32_sat(ns / 1_000_000_000).to_le_bytes());
+    h[4..8].copy_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+    h[8..12].copy_from_slice(&adaptnet_core::convert::usize_u32_sat(captured).to_le_bytes());
+    h[12..16].copy_from_slice(&orig_len.to_le_bytes());
+    h
+}
+
 impl PcapWriter {
     /// A capture with its file header written.
     pub fn new() -> PcapWriter {
         let mut buf = Vec::with_capacity(4096);
-        buf.extend_from_slice(&MAGIC_NANOS.to_le_bytes());
-        buf.extend_from_slice(&2u16.to_le_bytes()); // version 2.4
-        buf.extend_from_slice(&4u16.to_le_bytes());
-        buf.extend_from_slice(&0i32.to_le_bytes()); // thiszone
-        buf.extend_from_slice(&0u32.to_le_bytes()); // sigfigs
-        buf.extend_from_slice(&SNAPLEN.to_le_bytes());
-        buf.extend_from_slice(&LINKTYPE_RAW.to_le_bytes());
+        buf.extend_from_slice(&file_header());
         PcapWriter {
             buf,
             index: Vec::new(),
@@ -60,14 +79,8 @@ impl PcapWriter {
             + p.header.len()
             + p.payload.as_ref().map_or(0, |b| b.len());
         let offset = self.buf.len();
-        let ns = at.as_nanos();
         self.buf
-            .extend_from_slice(&adaptnet_core::convert::u32_sat(ns / 1_000_000_000).to_le_bytes());
-        self.buf
-            .extend_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
-        self.buf
-            .extend_from_slice(&adaptnet_core::convert::usize_u32_sat(captured).to_le_bytes());
-        self.buf.extend_from_slice(&orig_len.to_le_bytes());
+            .extend_from_slice(&record_header(at, captured, orig_len));
 
         let mut ip = [0u8; IPV4_HEADER_LEN as usize];
         ip[0] = 0x45;
@@ -95,6 +108,16 @@ impl PcapWriter {
         self.index.push((at, offset, self.buf.len() - offset));
     }
 
+    /// Appends one real IP packet (`ip` starts with its IPv4 or IPv6 header) seen at `at`.
+    pub fn record_ip(&mut self, at: Time, ip: &[u8]) {
+        let offset = self.buf.len();
+        let len = adaptnet_core::convert::usize_u32_sat(ip.len());
+        self.buf
+            .extend_from_slice(&record_header(at, ip.len(), len));
+        self.buf.extend_from_slice(ip);
+        self.index.push((at, offset, self.buf.len() - offset));
+    }
+
     /// Records written.
     pub fn records(&self) -> usize {
         self.index.len()
@@ -110,6 +133,43 @@ impl PcapWriter {
             out.extend_from_slice(self.buf.get(off..off + len).unwrap_or_default());
         }
         out
+    }
+}
+
+/// A pcap file written as packets pass, for real IP packets in time order (the link
+/// emulator's captures): nothing is held in memory beyond `W`'s own buffer.
+#[derive(Debug)]
+pub struct PcapStream<W: std::io::Write> {
+    out: W,
+    records: u64,
+}
+
+impl<W: std::io::Write> PcapStream<W> {
+    /// Writes the file header to `out`.
+    pub fn new(mut out: W) -> std::io::Result<PcapStream<W>> {
+        out.write_all(&file_header())?;
+        Ok(PcapStream { out, records: 0 })
+    }
+
+    /// Writes one IP packet (`ip` starts with its IPv4 or IPv6 header) seen at `at`, which is
+    /// the time since the capture began (Wireshark shows it as seconds since 1970).
+    pub fn record(&mut self, at: Time, ip: &[u8]) -> std::io::Result<()> {
+        let len = adaptnet_core::convert::usize_u32_sat(ip.len());
+        self.out.write_all(&record_header(at, ip.len(), len))?;
+        self.out.write_all(ip)?;
+        self.records += 1;
+        Ok(())
+    }
+
+    /// Records written.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Flushes and returns the writer.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
     }
 }
 
@@ -172,6 +232,23 @@ mod tests {
         assert_eq!(&b[32..36], &(20u32 + 8 + 4 + 1000).to_le_bytes());
         assert_eq!(b.len(), HEADER_LEN + 16 + 20 + 8 + 4 + 1000);
         assert_eq!(b.last(), Some(&7));
+    }
+
+    #[test]
+    fn streamed_ip_packets_match_the_in_memory_writer() {
+        let ip = [
+            0x45u8, 0, 0, 24, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, 1, 2, 3, 4,
+        ];
+        let mut mem = PcapWriter::new();
+        mem.record_ip(Time::from_millis(2500), &ip);
+        let mut stream = PcapStream::new(Vec::new()).expect("vec");
+        stream.record(Time::from_millis(2500), &ip).expect("vec");
+        assert_eq!(stream.records(), 1);
+        let bytes = stream.finish().expect("vec");
+        assert_eq!(bytes, mem.bytes());
+        assert_eq!(&bytes[24..28], &2u32.to_le_bytes());
+        assert_eq!(&bytes[32..36], &24u32.to_le_bytes());
+        assert_eq!(&bytes[40..], &ip);
     }
 
     #[test]

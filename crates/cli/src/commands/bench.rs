@@ -17,6 +17,15 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
         // A real namespace link (root, iproute2); `repeat` rounds of the four cases.
         return super::env_netns_bench::run(repeat);
     }
+    if name == "link" {
+        // The link emulator against tbf (root).
+        let _ = repeat;
+        return super::link_bench::run();
+    }
+    if name == "link-schedule" {
+        // The 60-s saturating-UDP check over a trace (root); --scenario names the trace.
+        return super::link_bench::schedule(scenario);
+    }
     if name == "list" {
         let mut t = Table::text(["benchmark", "measures"]);
         for b in bench::all() {
@@ -27,6 +36,17 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
             "papers/001 Table 2 on a namespace link: kernel TCP 10,240 × 1,400 bytes over veth + \
              tbf 10 Mbit/s with no monitor, monitor without events, 100 events/s, and 100 \
              events/s to 10 apps + a 10-entry action table; --repeat rounds (needs root)",
+        ]);
+        t.row([
+            "link",
+            "adaptnet link's lateness (p50/p99/max, packets later than 1 ms) and delivered rate \
+             from 10 Mbit/s to 2 Gbit/s and unlimited, beside tbf at the same rates (receiver \
+             spacing error); the top rate with p99 under 1 ms (needs root)",
+        ]);
+        t.row([
+            "link-schedule",
+            "a saturating UDP flow for 60 s over the emulated Verizon LTE downlink (or \
+             --scenario TRACE): packets received against the trace's opportunities (needs root)",
         ]);
         t.row([
             "loopback",

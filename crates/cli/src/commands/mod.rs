@@ -5,6 +5,8 @@ pub mod bulk;
 pub mod env_netns_bench;
 pub mod events;
 pub mod exp;
+pub mod link;
+pub mod link_bench;
 pub mod loopback_bench;
 pub mod real;
 pub mod sim;

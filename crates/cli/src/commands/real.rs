@@ -298,7 +298,9 @@ async fn run_workload(
                 );
                 next_sample += Duration::from_secs(1);
             }
-            let wait = (due - start.elapsed()).min(next_sample.saturating_sub(start.elapsed()));
+            let wait = due
+                .saturating_sub(start.elapsed())
+                .min(next_sample.saturating_sub(start.elapsed()));
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 Some(Ok((id, outcome))) = pending.join_next() => {

@@ -1,7 +1,9 @@
 //! The link model: one direction of a point-to-point link.
 //!
 //! A [`Link`] is a sans-IO component — it never reads a clock — so the same model serves the
-//! simulator (virtual time) and a real-time emulator. A packet's life on a link:
+//! simulator (virtual time) and the real-time emulator of `adaptnet link` (the
+//! `adaptnet-linkemu` crate, which passes in the time since it started and carries real IP
+//! packets). A packet's life on a link:
 //!
 //! 1. [`Link::enqueue`]: drop-tail admission to the queue (limited in packets or bytes; the
 //!    packet being transmitted does not count, as in ns-2's DropTail — for Mahimahi links the
@@ -408,6 +410,12 @@ impl<P: WireSize + Clone> Link<P> {
     /// The next packet that has arrived at the far end by `now` (call after
     /// `handle_timeout(now)`).
     pub fn poll_delivered(&mut self, now: Time) -> Option<P> {
+        self.poll_arrival(now).map(|(_, p)| p)
+    }
+
+    /// Like [`Link::poll_delivered`], with the time the model says the packet arrived (at or
+    /// before `now`). A real-time driver compares it with the clock to measure its lateness.
+    pub fn poll_arrival(&mut self, now: Time) -> Option<(Time, P)> {
         let w = self.wire.front().map(|(a, _)| *a).filter(|&a| a <= now);
         let d = self.detour.front().map(|(a, _)| *a).filter(|&a| a <= now);
         let queue = match (w, d) {
@@ -416,10 +424,10 @@ impl<P: WireSize + Clone> Link<P> {
             (None, Some(_)) => &mut self.detour,
             (None, None) => return None,
         };
-        let (_, p) = queue.pop_front()?;
+        let (at, p) = queue.pop_front()?;
         self.stats.delivered_packets += 1;
         self.stats.delivered_bytes += u64::from(p.wire_len());
-        Some(p)
+        Some((at, p))
     }
 
     /// The next packet lost inside the link (random loss or outage) by the last

@@ -8,6 +8,7 @@ mod cm;
 pub mod env;
 mod env_build;
 mod fields;
+pub mod link_table;
 mod media;
 pub mod schema;
 mod tcp;

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# NAI Table 2 on real packets: `adaptnet send` workloads with ATP, NAI-TCP and NAI-MTCP1 over
+# the link emulator (`adaptnet link`) running the paper's synthetic trace — the trace
+# `adaptnet exp nai-table2 --quick` simulates — beside the simulator's table for the same trace
+# and seed. Needs root (namespaces, TUN devices), a release build and python3.
+#
+#   experiments/nai/table2-emulated.sh [OUT] [SECONDS]
+#
+# OUT (default out/nai-table2-emulated) receives sim/ (the simulator's run and the trace),
+# one directory per workload × transport (send's summary.json and the link's log), and
+# table2-emulated.md. SECONDS (default 300, the paper's five minutes) is each workload's
+# length; the trace is the one the simulator used (300 s). All runs go in parallel (JOBS, default
+# 18), each on its own pair of namespaces: at 200 KB/s they load the machine little, and each
+# link's emulator reports its own lateness in its log.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ADAPTNET="${ADAPTNET:-target/release/adaptnet}"
+OUT="${1:-out/nai-table2-emulated}"
+SECONDS_RUN="${2:-300}"
+JOBS="${JOBS:-18}"
+WORKLOADS="${WORKLOADS:-uniform prioritised reversed filesystem overload random}"
+TRANSPORTS="${TRANSPORTS:-atp nai-tcp nai-mtcp1}"
+# (WORKLOADS and TRANSPORTS may be narrowed to rerun some cells; TABLE_WORKLOADS then names
+# every workload the table should show.)
+
+mkdir -p "$OUT"
+if [ ! -f "$OUT/sim/table2-synthetic-5min.csv" ]; then
+  "$ADAPTNET" exp nai-table2 --quick --out "$OUT/sim" >"$OUT/sim.log" 2>&1
+fi
+trace="$OUT/sim/trace-synthetic-5min.piecewise"
+[ -f "$trace" ] || { echo "no trace at $trace" >&2; exit 1; }
+
+run_one() {
+  local w="$1" t="$2" name="t2$$-$3"
+  local dir="$OUT/$w-$t"
+  mkdir -p "$dir"
+  # testbed of experiments/nai/table2.params: the trace on the data direction (the sender is
+  # on the emulated side, so its uplink), 610 KB/s back, 2 ms each way, 50-packet queues.
+  "$ADAPTNET" link up "$name" --uplink-trace "$trace" --trace-format piecewise \
+    --downlink-mbps 4.997 --delay-ms 2 --queue-packets 50 --json >/dev/null
+  ip netns exec "$name-far" "$ADAPTNET" serve --listen 10.250.0.1:7700 \
+    -t $((SECONDS_RUN + 60)) >"$dir/serve.log" 2>&1 &
+  local server=$!
+  sleep 1
+  ip netns exec "$name" "$ADAPTNET" send --to 10.250.0.1:7700 --workload "$w" \
+    --transport "$t" -t "$SECONDS_RUN" --seed 1 --json --out "$dir" >"$dir/report.json" \
+    2>"$dir/send.log" || echo "send $w $t failed (see $dir/send.log)" >&2
+  kill "$server" 2>/dev/null || true
+  wait "$server" 2>/dev/null || true
+  cp "/run/adaptnet-link/$name.log" "$dir/link.log" 2>/dev/null || true
+  "$ADAPTNET" link down "$name" >"$dir/link-summary.json" || true
+}
+
+# RUN=0: only rebuild the table from the runs already in OUT.
+i=0
+[ "${RUN:-1}" = 0 ] && WORKLOADS_RUN="" || WORKLOADS_RUN="$WORKLOADS"
+for w in $WORKLOADS_RUN; do
+  for t in $TRANSPORTS; do
+    i=$((i + 1))
+    run_one "$w" "$t" "$i" &
+    while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do sleep 1; done
+  done
+done
+wait
+
+python3 - "$OUT" "${TABLE_WORKLOADS:-$WORKLOADS}" "$TRANSPORTS" <<'PY'
+import csv, json, sys, pathlib
+out, workloads, transports = pathlib.Path(sys.argv[1]), sys.argv[2].split(), sys.argv[3].split()
+sim = {}
+with open(out / "sim" / "table2-synthetic-5min.csv") as f:
+    for row in csv.DictReader(f):
+        sim[(row["workload"], row["priority"])] = row
+names = {"atp": "ATP", "nai-tcp": "NAI-TCP", "nai-mtcp1": "NAI-MTCP1"}
+lines = ["| workload | priority | " + " | ".join(f"{names[t]} emulated | {names[t]} sim" for t in transports) + " |",
+         "|---|---|" + "---|---|" * len(transports)]
+for w in workloads:
+    reports = {}
+    for t in transports:
+        try:
+            reports[t] = json.loads((out / f"{w}-{t}" / "report.json").read_text())
+        except (OSError, ValueError):
+            reports[t] = None
+    levels = next((r["levels"] for r in reports.values() if r), [])
+    seen = set()
+    for i, level in enumerate(levels):
+        if level["name"] in seen:
+            continue
+        seen.add(level["name"])
+        if not any(r and i < len(r["levels"]) and r["levels"][i]["submitted"] for r in reports.values()):
+            continue
+        cells = []
+        for t in transports:
+            r = reports[t]
+            if r and i < len(r["levels"]) and r["levels"][i]["submitted"]:
+                lv = r["levels"][i]
+                cells.append(f"{100 * lv['on_time'] / lv['submitted']:.1f}")
+            else:
+                cells.append("—")
+            s = sim.get((w, level["name"]), {})
+            cells.append(s.get(f"{names[t]} %", "—"))
+        lines.append(f"| {w} | {level['name']} | " + " | ".join(cells) + " |")
+(out / "table2-emulated.md").write_text("\n".join(lines) + "\n")
+print("\n".join(lines))
+PY
