@@ -379,9 +379,11 @@ impl AtpSender {
         if !self.pacer.ready() || !self.can_send_data() {
             return None;
         }
-        let chunk =
-            self.nai
-                .next_chunk_at(now, self.spp.max_payload(), self.spp.can_start_new())?;
+        let chunk = self.nai.next_chunk_within(
+            now,
+            self.spp.max_payload(),
+            self.spp.new_message_max_len(),
+        )?;
         let header: DataHeader = self.spp.on_data_sent(now, &chunk);
         let d = SppDatagram {
             repr: SppRepr::Data(header),
@@ -414,7 +416,7 @@ impl AtpSender {
         }
         take(self.nai.poll_timeout());
         take(self.spp.poll_timeout());
-        if self.nai.has_sendable() && self.can_send_data() {
+        if self.nai.has_sendable_within(self.spp.new_message_max_len()) && self.can_send_data() {
             take(self.pacer.next_ready());
         }
         t

@@ -454,8 +454,14 @@ impl Scheduler {
         if max_len == 0 {
             return None;
         }
-        let (pass, qi, id) = self.select(can_start_new)?;
+        let (pass, qi, id) = self.select(can_start_new.then_some(u64::MAX))?;
         self.dispatch(pass, qi, id, max_len)
+    }
+
+    /// Whether [`next_chunk_within`](Self::next_chunk_within) with `new_max_len` has
+    /// something to serve (a sender blocked by the window must not arm a pacing timer).
+    pub fn has_sendable_within(&self, new_max_len: Option<u64>) -> bool {
+        self.has_sendable() && self.select(new_max_len).is_some()
     }
 
     /// [`next_chunk`](Self::next_chunk), with early expiry checked where it costs O(1): if the
@@ -464,11 +470,25 @@ impl Scheduler {
     /// indicates that the message cannot be delivered in time"), it expires early instead of
     /// wasting bandwidth until the next rate update, and the next one is considered.
     pub fn next_chunk_at(&mut self, now: Time, max_len: u32, can_start_new: bool) -> Option<Chunk> {
+        self.next_chunk_within(now, max_len, can_start_new.then_some(u64::MAX))
+    }
+
+    /// [`next_chunk_at`](Self::next_chunk_at) under receiver flow control: a message not yet
+    /// started is served only if it is at most `new_max_len` bytes (`None`: none may start).
+    /// A queue whose next message does not fit serves its first started message instead; a
+    /// later, smaller message does not overtake it (it would take the room the more important
+    /// one waits for).
+    pub fn next_chunk_within(
+        &mut self,
+        now: Time,
+        max_len: u32,
+        new_max_len: Option<u64>,
+    ) -> Option<Chunk> {
         if max_len == 0 {
             return None;
         }
         loop {
-            let (pass, qi, id) = self.select(can_start_new)?;
+            let (pass, qi, id) = self.select(new_max_len)?;
             let late = self.messages.get(&id).is_some_and(|m| match m.deadline {
                 Some(d) if d > now => {
                     m.unsent() as f64 > self.queue_rate(qi, None) * (d - now).as_secs_f64()
@@ -483,19 +503,24 @@ impl Scheduler {
     }
 
     /// The queue furthest behind its share and the message it would serve.
-    fn select(&self, can_start_new: bool) -> Option<(f64, usize, MessageId)> {
+    fn select(&self, new_max_len: Option<u64>) -> Option<(f64, usize, MessageId)> {
         let mut best: Option<(f64, usize, MessageId)> = None;
+        let started = |id: &MessageId| self.messages.get(id).is_some_and(|m| m.wire_seq.is_some());
         for (qi, q) in self.queues.iter().enumerate() {
             if q.order.is_empty() || best.is_some_and(|(p, _, _)| p <= q.pass) {
                 continue;
             }
-            let head = if can_start_new {
-                q.order.values().next().map(|e| e.id)
-            } else {
-                q.order
-                    .values()
-                    .map(|e| e.id)
-                    .find(|id| self.messages.get(id).is_some_and(|m| m.wire_seq.is_some()))
+            let first = q.order.values().next().map(|e| e.id);
+            let fits = |id: &MessageId| {
+                started(id)
+                    || self
+                        .messages
+                        .get(id)
+                        .is_some_and(|m| new_max_len.is_some_and(|n| m.size <= n))
+            };
+            let head = match first {
+                Some(id) if fits(&id) => Some(id),
+                _ => q.order.values().map(|e| e.id).find(started),
             };
             if let Some(id) = head {
                 best = Some((q.pass, qi, id));

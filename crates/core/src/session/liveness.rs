@@ -1,21 +1,47 @@
-//! Idle timeout and keep-alive for an established connection.
+//! Liveness of an established connection: keep-alive, probing a silent peer, and deciding
+//! that it is gone.
 //!
 //! ATP sends nothing while the application is quiet, so without keep-alives a healthy idle
 //! connection could not be told from a dead one. Each side sends a PING when it has sent
-//! nothing for [`LivenessConfig::keepalive`]; a connection that has heard nothing for
-//! [`LivenessConfig::idle_timeout`] is dead. The keep-alive must be well below the timeout
-//! (a third by default, so two PINGs may be lost).
+//! nothing for [`LivenessConfig::keepalive`]; a PING asks the peer for an acknowledgement.
+//!
+//! **What liveness means.** A peer is alive if it answers. Every datagram that expects an
+//! answer (DATA, CANCEL, PROBE, PING) starts a wait, unless one is running already; anything
+//! heard from the peer ends it. A wait longer than the retransmission timeout makes the peer
+//! *silent*: the connection then sends no data, retransmissions or probe trains — only
+//! PINGs, the smallest datagram it has, at intervals that double from one RTO up to
+//! [`LivenessConfig::probe_interval_max`] — and ATP's callback timers keep running. A peer
+//! silent for [`LivenessConfig::silent_timeout`] is gone and the connection ends (`Idle`),
+//! which gives every live message its outcome. A connection that expects nothing (both sides
+//! quiet) is also closed after [`LivenessConfig::idle_timeout`] without hearing anything,
+//! though its keep-alive PING normally finds a dead peer sooner.
+//!
+//! A dead peer and a link that carries nothing cannot be told apart: a path that is up but
+//! silent for longer than `silent_timeout` (a trace with zero rate for 30 s) ends the
+//! connection like a dead peer, and the application reconnects. An outage shorter than
+//! `silent_timeout` (8 s by default) is ridden out: the PINGs find the peer again, within
+//! `probe_interval_max` of the path's return, and sending resumes. Raise `silent_timeout` to
+//! ride out longer outages, at the price of noticing a dead peer later.
 
 use crate::time::Time;
 use std::time::Duration;
 
-/// Idle and keep-alive periods.
+/// Shortest interval between PINGs to a silent peer (an RTO below it is not believed).
+const MIN_PROBE_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Keep-alive, probing and timeout periods.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LivenessConfig {
-    /// Silence from the peer after which the connection is closed as dead.
+    /// Silence from the peer after which the connection is closed as dead, even when this
+    /// side expects nothing.
     pub idle_timeout: Duration,
     /// Own silence after which a PING is sent.
     pub keepalive: Duration,
+    /// Longest interval between PINGs to a silent peer.
+    pub probe_interval_max: Duration,
+    /// How long a peer may leave this side waiting for an answer before the connection
+    /// ends: the longest outage ridden out.
+    pub silent_timeout: Duration,
 }
 
 impl Default for LivenessConfig {
@@ -23,16 +49,24 @@ impl Default for LivenessConfig {
         LivenessConfig {
             idle_timeout: Duration::from_secs(30),
             keepalive: Duration::from_secs(10),
+            probe_interval_max: Duration::from_secs(1),
+            silent_timeout: Duration::from_secs(8),
         }
     }
 }
 
-/// Tracks when the peer was last heard and when this side last sent.
+/// Tracks when the peer was last heard, when this side last sent, and a silent peer's
+/// probing.
 #[derive(Clone, Debug)]
 pub struct Liveness {
     config: LivenessConfig,
     last_heard: Time,
     last_sent: Time,
+    /// The first datagram that expects an answer, sent since the peer was last heard.
+    waiting_since: Option<Time>,
+    /// While the peer is silent: when the next PING is due and the interval after it.
+    probe: Option<(Time, Duration)>,
+    probes_sent: u64,
 }
 
 impl Liveness {
@@ -42,32 +76,92 @@ impl Liveness {
             config,
             last_heard: now,
             last_sent: now,
+            waiting_since: None,
+            probe: None,
+            probes_sent: 0,
         }
     }
 
-    /// Something arrived from the peer.
+    /// Something arrived from the peer: the wait (and any probing) is over.
     pub fn on_heard(&mut self, now: Time) {
         self.last_heard = self.last_heard.max(now);
+        self.waiting_since = None;
+        self.probe = None;
     }
 
-    /// Something was sent to the peer.
-    pub fn on_sent(&mut self, now: Time) {
+    /// Something was sent to the peer; `expects_answer` for DATA, CANCEL, PROBE and PING.
+    pub fn on_sent(&mut self, now: Time, expects_answer: bool) {
         self.last_sent = self.last_sent.max(now);
+        if expects_answer && self.waiting_since.is_none() {
+            self.waiting_since = Some(now);
+        }
     }
 
-    /// Whether a PING is due.
+    /// Whether a keep-alive PING is due.
     pub fn ping_due(&self, now: Time) -> bool {
         now >= self.last_sent + self.config.keepalive
     }
 
-    /// Whether the peer has been silent for the idle timeout.
-    pub fn is_dead(&self, now: Time) -> bool {
-        now >= self.last_heard + self.config.idle_timeout
+    /// Whether the peer has left this side waiting longer than `rto`: only PINGs go out.
+    pub fn is_silent(&self, now: Time, rto: Duration) -> bool {
+        self.waiting_since.is_some_and(|t| now >= t + rto)
     }
 
-    /// The next time something is due (a PING or the idle deadline).
-    pub fn poll_timeout(&self) -> Time {
-        (self.last_sent + self.config.keepalive).min(self.last_heard + self.config.idle_timeout)
+    /// Whether a PING to the silent peer is due now.
+    pub fn probe_due(&self, now: Time, rto: Duration) -> bool {
+        self.is_silent(now, rto) && self.probe.is_none_or(|(at, _)| now >= at)
+    }
+
+    /// A PING went to the silent peer: the next one after twice the interval (the first
+    /// after one RTO), at most `probe_interval_max`.
+    pub fn on_probe_sent(&mut self, now: Time, rto: Duration) {
+        let max = self.config.probe_interval_max.max(MIN_PROBE_INTERVAL);
+        let interval = match self.probe {
+            None => rto.clamp(MIN_PROBE_INTERVAL, max),
+            Some((_, i)) => i.saturating_mul(2).min(max),
+        };
+        self.probe = Some((now + interval, interval));
+        self.probes_sent += 1;
+        self.on_sent(now, true);
+    }
+
+    /// The periods in use.
+    pub fn config(&self) -> &LivenessConfig {
+        &self.config
+    }
+
+    /// PINGs sent to a silent peer so far.
+    pub fn probes_sent(&self) -> u64 {
+        self.probes_sent
+    }
+
+    /// When the peer was last heard.
+    pub fn last_heard(&self) -> Time {
+        self.last_heard
+    }
+
+    /// Whether the peer is gone: silent for `silent_timeout` while this side waited for an
+    /// answer, or unheard for `idle_timeout`.
+    pub fn is_dead(&self, now: Time) -> bool {
+        now >= self.last_heard + self.config.idle_timeout
+            || self
+                .waiting_since
+                .is_some_and(|t| now >= t + self.config.silent_timeout)
+    }
+
+    /// The next time something is due: a keep-alive, the peer turning silent (after `rto`),
+    /// a PING to a silent peer, or a deadline of the peer's death.
+    pub fn poll_timeout(&self, rto: Duration) -> Time {
+        let mut t = (self.last_sent + self.config.keepalive)
+            .min(self.last_heard + self.config.idle_timeout);
+        if let Some(w) = self.waiting_since {
+            t = t.min(w + self.config.silent_timeout);
+            t = t.min(match self.probe {
+                Some((at, _)) => at,
+                None => w + rto,
+            });
+        }
+        t
     }
 }
 
@@ -75,15 +169,59 @@ impl Liveness {
 mod tests {
     use super::*;
 
+    const RTO: Duration = Duration::from_millis(200);
+
     #[test]
     fn pings_when_quiet_and_dies_when_unheard() {
         let mut l = Liveness::new(LivenessConfig::default(), Time::ZERO);
-        assert_eq!(l.poll_timeout(), Time::from_secs(10));
+        assert_eq!(l.poll_timeout(RTO), Time::from_secs(10));
         assert!(l.ping_due(Time::from_secs(10)));
-        l.on_sent(Time::from_secs(10));
+        l.on_sent(Time::from_secs(10), false);
         assert!(!l.ping_due(Time::from_secs(19)));
         l.on_heard(Time::from_secs(25));
         assert!(!l.is_dead(Time::from_secs(54)));
         assert!(l.is_dead(Time::from_secs(55)));
+    }
+
+    #[test]
+    fn test_waiting_peer_turns_silent_is_probed_with_backoff_and_dies() {
+        let mut l = Liveness::new(LivenessConfig::default(), Time::ZERO);
+        let t0 = Time::from_secs(1);
+        l.on_sent(t0, true);
+        l.on_sent(t0 + Duration::from_millis(50), true); // the wait started at t0
+        assert!(!l.is_silent(t0 + Duration::from_millis(199), RTO));
+        assert_eq!(l.poll_timeout(RTO), t0 + RTO);
+        let mut now = t0 + RTO;
+        let mut gaps = Vec::new();
+        let mut last = now;
+        while !l.is_dead(now) {
+            if l.probe_due(now, RTO) {
+                gaps.push(now - last);
+                last = now;
+                l.on_probe_sent(now, RTO);
+            }
+            now = l.poll_timeout(RTO);
+        }
+        assert_eq!(
+            now,
+            t0 + Duration::from_secs(8),
+            "dead at the silent timeout"
+        );
+        let ms: Vec<u128> = gaps.iter().map(|g| g.as_millis()).collect();
+        assert_eq!(ms[..5], [0, 200, 400, 800, 1000], "doubling up to the cap");
+        assert!(l.probes_sent() <= 12, "a handful of small probes: {ms:?}");
+    }
+
+    #[test]
+    fn test_answer_ends_the_wait_and_the_probing() {
+        let mut l = Liveness::new(LivenessConfig::default(), Time::ZERO);
+        l.on_sent(Time::ZERO, true);
+        l.on_probe_sent(Time::from_millis(300), RTO);
+        l.on_heard(Time::from_millis(350));
+        assert!(!l.is_silent(Time::from_secs(5), RTO));
+        assert!(!l.is_dead(Time::from_secs(20)));
+        // Sends that expect no answer (acknowledgements) start no wait.
+        l.on_sent(Time::from_secs(20), false);
+        assert!(!l.is_silent(Time::from_secs(25), RTO));
     }
 }

@@ -16,9 +16,19 @@
 //! starts a new message only while fewer than [`SppConfig::max_open_messages`] are open and the
 //! newest is within [`SppConfig::message_window`] of the floor, which bounds the receiver's
 //! memory.
+//!
+//! # Flow control
+//! With [`SppConfig::receive_window_bytes`] the receiver also bounds the bytes it holds for
+//! its application and the sender starts no message beyond the advertised window
+//! ([`window`]). A message is reported `Delivered` to its sender only when the receiver holds
+//! all of it and will hand it to the application (it is never dropped for lack of room: the
+//! room was reserved before its first byte was sent).
 
 mod receiver;
 mod sender;
+#[cfg(test)]
+mod tests;
+pub mod window;
 pub mod wire;
 
 pub use receiver::{Delivery, SppEvent, SppReceiver};
@@ -52,6 +62,13 @@ pub struct SppConfig {
     /// the bound blocks every newer one, urgent ones included, until it completes. The
     /// default is twice the sender's default buffer (`AtpConfig::max_buffered_bytes`).
     pub max_reassembly_bytes: u64,
+    /// Receiver flow control ([`window`]): the most charged message bytes the receiver holds
+    /// for its application (partly received, and whole but not yet taken), advertised to the
+    /// sender in every ACK. `None` (the default, and the simulator's, whose receiving
+    /// application takes every message at once): no window, plain ACKs, the sender is
+    /// unlimited. With `Some`, the engine must report what the application took
+    /// ([`SppReceiver::handle_consumed`]) or the sender stops once the window is full.
+    pub receive_window_bytes: Option<u64>,
 }
 
 impl Default for SppConfig {
@@ -68,6 +85,7 @@ impl Default for SppConfig {
             message_window: 65_536,
             max_ranges_per_message: 256,
             max_reassembly_bytes: 128 << 20,
+            receive_window_bytes: None,
         }
     }
 }

@@ -1,8 +1,10 @@
 //! The receiving side of SPP: acknowledges packet numbers selectively, suppresses duplicates,
 //! reassembles each message from its pieces, delivers it exactly once, discards cancelled
-//! messages (answering each CANCEL with a verdict), and measures packet pairs (§4.2).
+//! messages (answering each CANCEL with a verdict), measures packet pairs (§4.2), and — with
+//! flow control — holds at most its window for the application ([`super::window`]).
 
 use super::SppConfig;
+use super::window::{charge, charge_many};
 use super::wire::{
     AckFrame, MAX_ACK_RANGES, MAX_VERDICTS, ProbeReport, SppDatagram, SppRepr, Verdict,
 };
@@ -51,6 +53,8 @@ enum RxState {
     },
     Delivered,
     Discarded,
+    /// Cancelled before any of it was held: its window credit went back to the sender.
+    DiscardedUnseen,
 }
 
 /// Most verdicts and probe reports waiting to be sent; beyond, the packet that asked for one
@@ -76,6 +80,15 @@ pub struct SppReceiver {
     /// Bytes allocated to buffers of partly received messages (bounded by
     /// [`SppConfig::max_reassembly_bytes`]).
     reassembly_bytes: u64,
+    /// Charged bytes ([`super::window`]) of the messages held: partly received, or whole and
+    /// not yet taken by the application.
+    held_charge: u64,
+    /// Of `held_charge`, what whole messages not yet taken account for.
+    unconsumed_charge: u64,
+    /// Charged bytes of every message no longer held (taken, or discarded after being held).
+    credited: u64,
+    /// The window limit last advertised.
+    advertised_limit: u64,
 }
 
 impl SppReceiver {
@@ -93,7 +106,59 @@ impl SppReceiver {
             events: VecDeque::new(),
             delivered: 0,
             reassembly_bytes: 0,
+            held_charge: 0,
+            unconsumed_charge: 0,
+            credited: 0,
+            advertised_limit: 0,
         }
+    }
+
+    /// The window limit this receiver advertises, with flow control: the most charged
+    /// message bytes its sender may have started ([`super::window`]).
+    pub fn window_limit(&self) -> Option<u64> {
+        self.config
+            .receive_window_bytes
+            .map(|w| self.credited.saturating_add(w))
+    }
+
+    /// The application took `messages` whole messages of `bytes` bytes in total (flow
+    /// control): their room is credited back, and an ACK with the grown window is sent once
+    /// it has grown by an eighth of the window (sooner would be an ACK per message read).
+    /// More than was delivered is ignored.
+    pub fn handle_consumed(&mut self, messages: u64, bytes: u64) {
+        let c = charge_many(messages, bytes).min(self.unconsumed_charge);
+        self.unconsumed_charge -= c;
+        self.held_charge = self.held_charge.saturating_sub(c);
+        self.credited = self.credited.saturating_add(c);
+        self.note_credit();
+    }
+
+    /// Sends a window update when the limit has grown enough since the last ACK.
+    fn note_credit(&mut self) {
+        if let (Some(w), Some(limit)) = (self.config.receive_window_bytes, self.window_limit())
+            && limit.saturating_sub(self.advertised_limit) >= (w / 8).max(1)
+        {
+            self.ack_due = true;
+        }
+    }
+
+    /// The peer asked for an acknowledgement (a PING: it probes a silent path or a closed
+    /// window): one goes out with the next `poll_transmit`.
+    pub fn request_ack(&mut self) {
+        self.ack_due = true;
+    }
+
+    /// A held message is no longer held (discarded or forgotten): credit its charge.
+    fn credit_held(&mut self, len: u64) {
+        let c = charge(len);
+        self.held_charge = self.held_charge.saturating_sub(c);
+        self.credited = self.credited.saturating_add(c);
+        self.note_credit();
+    }
+
+    /// Charged bytes held for the application (partly received, or whole and not taken).
+    pub fn held_bytes(&self) -> u64 {
+        self.held_charge
     }
 
     /// Handles one arriving datagram (`payload_len` bytes after the header) whose payload
@@ -127,11 +192,8 @@ impl SppReceiver {
                 if self.verdicts.len() >= MAX_PENDING_VERDICTS {
                     return;
                 }
-                let delivered = self.on_cancel(h.wire_seq);
-                self.verdicts.push_back(Verdict {
-                    wire_seq: h.wire_seq,
-                    delivered,
-                });
+                let verdict = self.on_cancel(h.wire_seq);
+                self.verdicts.push_back(verdict);
                 self.ack(h.pn);
             }
             SppRepr::Probe(p) => {
@@ -178,7 +240,17 @@ impl SppReceiver {
             return false; // a piece beyond its message: malformed, ignore
         }
         if !self.msgs.contains_key(&h.wire_seq) {
-            // A new message: with payloads, its buffer is allocated now, within the bound.
+            // A new message takes its window charge now. A sender that keeps to the window
+            // never passes it (it counted the message when it sent the first piece); one that
+            // does not is refused here, unacknowledged.
+            if self
+                .config
+                .receive_window_bytes
+                .is_some_and(|w| self.held_charge.saturating_add(charge(msg_len)) > w)
+            {
+                return false;
+            }
+            // With payloads, its buffer is allocated now, within the bound.
             let data = match payload {
                 Some(_)
                     if self.reassembly_bytes.saturating_add(msg_len)
@@ -195,6 +267,7 @@ impl SppReceiver {
                 }
                 None => None,
             };
+            self.held_charge = self.held_charge.saturating_add(charge(msg_len));
             self.msgs.insert(
                 h.wire_seq,
                 RxState::Partial {
@@ -255,43 +328,56 @@ impl SppReceiver {
                 at: now,
                 data,
             };
+            let whole = charge(*len);
             *state = RxState::Delivered;
+            self.unconsumed_charge = self.unconsumed_charge.saturating_add(whole);
             self.delivered += 1;
             self.events.push_back(SppEvent::Delivered(d));
         }
         true
     }
 
-    /// Frees a partial message's buffer (it was discarded or forgotten).
+    /// Frees a partial message's buffer and window charge (it was discarded or forgotten).
     fn release(&mut self, state: &RxState) {
-        if let RxState::Partial {
-            len, data: Some(_), ..
-        } = state
-        {
-            self.reassembly_bytes = self.reassembly_bytes.saturating_sub(*len);
+        if let RxState::Partial { len, data, .. } = state {
+            if data.is_some() {
+                self.reassembly_bytes = self.reassembly_bytes.saturating_sub(*len);
+            }
+            self.credit_held(*len);
         }
     }
 
-    /// Discards a message; returns whether it had already been delivered.
-    fn on_cancel(&mut self, wire_seq: u64) -> bool {
+    /// Discards a message; returns the verdict (whether it had already been delivered, and
+    /// whether none of it was ever held).
+    fn on_cancel(&mut self, wire_seq: u64) -> Verdict {
+        let verdict = |delivered, unseen| Verdict {
+            wire_seq,
+            delivered,
+            unseen,
+        };
         if wire_seq < self.floor {
-            return false; // the sender has closed it; it ignores this verdict
+            return verdict(false, false); // the sender has closed it; it ignores this verdict
         }
         match self.msgs.get(&wire_seq) {
-            Some(RxState::Delivered) => true,
-            Some(RxState::Discarded) => false,
+            Some(RxState::Delivered) => verdict(true, false),
+            Some(RxState::Discarded) => verdict(false, false),
+            Some(RxState::DiscardedUnseen) => verdict(false, true),
             Some(RxState::Partial { id, .. }) => {
                 self.events.push_back(SppEvent::Discarded { id: *id });
                 if let Some(old) = self.msgs.insert(wire_seq, RxState::Discarded) {
                     self.release(&old);
                 }
-                false
+                verdict(false, false)
             }
             None => {
+                // Remembered (within the window of numbers), so later pieces are dropped and
+                // a repeated CANCEL gets the same verdict.
                 if wire_seq - self.floor < self.config.message_window {
-                    self.msgs.insert(wire_seq, RxState::Discarded);
+                    self.msgs.insert(wire_seq, RxState::DiscardedUnseen);
+                    verdict(false, true)
+                } else {
+                    verdict(false, false)
                 }
-                false
             }
         }
     }
@@ -322,8 +408,16 @@ impl SppReceiver {
             let ranges = self.received.iter_rev().take(MAX_ACK_RANGES).collect();
             let n = self.verdicts.len().min(MAX_VERDICTS);
             let verdicts = self.verdicts.drain(..n).collect();
+            let window_limit = self.window_limit();
+            if let Some(limit) = window_limit {
+                self.advertised_limit = limit;
+            }
             return Some(SppDatagram {
-                repr: SppRepr::Ack(AckFrame { ranges, verdicts }),
+                repr: SppRepr::Ack(AckFrame {
+                    ranges,
+                    verdicts,
+                    window_limit,
+                }),
                 payload_len: 0,
             });
         }

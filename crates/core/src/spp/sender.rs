@@ -46,6 +46,8 @@ struct Notice {
 struct Open {
     id: MessageId,
     notice: Option<Notice>,
+    /// Its window charge ([`super::window::charge`]), counted when it was started.
+    charge: u64,
 }
 
 /// Counters.
@@ -112,12 +114,20 @@ pub struct SppSender {
     /// One past the highest message number seen.
     next_unopened: u64,
     stats: SppStats,
+    /// The receiver's window limit ([`super::window`]); `None`: unlimited.
+    peer_limit: Option<u64>,
+    /// Whether `peer_limit` came from the receiver (until then it is this side's own
+    /// configured window, assumed for the peer).
+    heard_limit: bool,
+    /// Charged bytes of every message started, less those the receiver never held.
+    started_charge: u64,
 }
 
 impl SppSender {
     /// A sender with nothing in flight.
     pub fn new(config: SppConfig) -> SppSender {
         let rtt = RttEstimator::new(config.rto);
+        let peer_limit = config.receive_window_bytes;
         SppSender {
             config,
             next_pn: 0,
@@ -128,7 +138,35 @@ impl SppSender {
             open: BTreeMap::new(),
             next_unopened: 0,
             stats: SppStats::default(),
+            peer_limit,
+            heard_limit: false,
+            started_charge: 0,
         }
+    }
+
+    /// The longest new message that may start now without passing the receiver's window
+    /// (`u64::MAX` without flow control), or `None` when no new message may start at all
+    /// ([`SppSender::can_start_new`]). Pieces of started messages are not limited: they are
+    /// inside the window already. This is what the scheduler's
+    /// [`next_chunk_within`](crate::nai::Scheduler::next_chunk_within) takes.
+    pub fn new_message_max_len(&self) -> Option<u64> {
+        if !self.can_start_new() {
+            return None;
+        }
+        Some(self.peer_limit.map_or(u64::MAX, |l| {
+            l.saturating_sub(self.started_charge)
+                .saturating_sub(super::window::MESSAGE_CHARGE_BYTES)
+        }))
+    }
+
+    /// The receiver's window limit, if it limits this sender.
+    pub fn peer_window_limit(&self) -> Option<u64> {
+        self.peer_limit
+    }
+
+    /// Charged bytes of messages started and not returned ([`super::window`]).
+    pub fn started_charge(&self) -> u64 {
+        self.started_charge
     }
 
     /// Lowest open message number (what DATA and CANCEL carry as `msg_floor`).
@@ -169,12 +207,16 @@ impl SppSender {
 
     /// Records the transmission of `chunk` and returns its header.
     pub fn on_data_sent(&mut self, now: Time, chunk: &Chunk) -> DataHeader {
+        let charge = super::window::charge(chunk.msg_len);
         if chunk.wire_seq >= self.next_unopened {
+            // A new message: it takes its room in the receiver's window now.
             self.next_unopened = chunk.wire_seq + 1;
+            self.started_charge = self.started_charge.saturating_add(charge);
         }
         self.open.entry(chunk.wire_seq).or_insert(Open {
             id: chunk.id,
             notice: None,
+            charge,
         });
         let pn = self.take_pn(
             now,
@@ -210,6 +252,7 @@ impl SppSender {
         let open = self.open.entry(n.wire_seq).or_insert(Open {
             id: n.id,
             notice: None,
+            charge: 0,
         });
         open.notice = Some(Notice {
             confirm: n.confirm,
@@ -251,10 +294,25 @@ impl SppSender {
     /// [`SppSender::on_message_acked`].
     pub fn handle_ack(&mut self, now: Time, ack: &AckFrame) -> Vec<SppOutcome> {
         let mut out = Vec::new();
+        match ack.window_limit {
+            // Absolute limits: a reordered ACK's smaller one changes nothing.
+            Some(l) if self.heard_limit => {
+                self.peer_limit = Some(self.peer_limit.map_or(l, |c| c.max(l)));
+            }
+            Some(l) => {
+                self.peer_limit = Some(l);
+                self.heard_limit = true;
+            }
+            None => self.peer_limit = None,
+        }
         for v in &ack.verdicts {
             if let Some(open) = self.open.get(&v.wire_seq)
                 && let Some(n) = open.notice
             {
+                if v.unseen {
+                    // The receiver never held it: its room comes back to this side.
+                    self.started_charge = self.started_charge.saturating_sub(open.charge);
+                }
                 if n.confirm {
                     out.push(SppOutcome::CancelResolved {
                         id: open.id,

@@ -10,10 +10,19 @@
 //!              | len u16 | priority u8            then `len` payload bytes
 //! CANCEL (2):  pn u64 | msg_floor u64 | wire_seq u64 | msg_id u64
 //! ACK (3):     range_count u8 | verdict_count u8 | ranges: (start u64, end u64)* highest first
-//!              | verdicts: (wire_seq u64, delivered u8)*
+//!              | verdicts: (wire_seq u64, verdict u8)*
 //! PROBE (4):   probe_id u32 | index u8              then padding
 //! REPORT (5):  probe_id u32 | gap_ns u64 | bytes u32
+//! ACK_WINDOW (6): range_count u8 | verdict_count u8 | window_limit u64 | ranges | verdicts
 //! ```
+//!
+//! A verdict byte is 0 (discarded), 1 (already delivered) or 2 (discarded, and the receiver
+//! never held any of it: its window credit is returned to the sender).
+//!
+//! Version 2 added receiver flow control: ACK_WINDOW carries the receiver's window as an
+//! absolute limit on the message bytes the sender may have started (see
+//! [`super::window`]); a receiver without flow control (the simulator's) sends plain ACKs,
+//! which leave the sender unlimited, so its packets are the same size as in version 1.
 //!
 //! Packet numbers (`pn`) are never reused: a retransmission carries the same bytes under a new
 //! number, so acknowledgements are unambiguous. ACK ranges are half-open `[start, end)`,
@@ -26,7 +35,7 @@
 use crate::wire::{Reader, WireError, Writer};
 
 /// The version this build speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bound on ACK ranges per packet.
 pub const MAX_ACK_RANGES: usize = 16;
 /// Bound on cancellation verdicts per ACK.
@@ -37,6 +46,7 @@ const T_CANCEL: u8 = 2;
 const T_ACK: u8 = 3;
 const T_PROBE: u8 = 4;
 const T_REPORT: u8 = 5;
+const T_ACK_WINDOW: u8 = 6;
 
 /// A piece of a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,6 +89,19 @@ pub struct Verdict {
     pub wire_seq: u64,
     /// It had already been delivered (so it was not discarded).
     pub delivered: bool,
+    /// It was discarded and the receiver never held any of its bytes (its window credit
+    /// goes back to the sender). Never set together with `delivered`.
+    pub unseen: bool,
+}
+
+impl Verdict {
+    fn code(self) -> u8 {
+        match (self.delivered, self.unseen) {
+            (true, _) => 1,
+            (false, true) => 2,
+            (false, false) => 0,
+        }
+    }
 }
 
 /// Selective acknowledgement of packet numbers plus cancellation verdicts.
@@ -88,6 +111,10 @@ pub struct AckFrame {
     pub ranges: Vec<(u64, u64)>,
     /// Verdicts on cancel notices.
     pub verdicts: Vec<Verdict>,
+    /// The receiver's window: the most message bytes (each message charged
+    /// [`super::window::charge`]) the sender may have started in total, counted from the
+    /// connection's start. `None`: the receiver does not limit the sender (a plain ACK).
+    pub window_limit: Option<u64>,
 }
 
 /// Most datagrams in one probe train (a packet pair is a train of two).
@@ -153,7 +180,11 @@ impl SppRepr {
         2 + match self {
             SppRepr::Data(_) => 8 * 4 + 4 + 4 + 2 + 1,
             SppRepr::Cancel(_) => 8 * 4,
-            SppRepr::Ack(a) => 2 + a.ranges.len() * 16 + a.verdicts.len() * 9,
+            SppRepr::Ack(a) => {
+                2 + a.ranges.len() * 16
+                    + a.verdicts.len() * 9
+                    + 8 * usize::from(a.window_limit.is_some())
+            }
             SppRepr::Probe(_) => 5,
             SppRepr::Report(_) => 16,
         }
@@ -189,12 +220,17 @@ impl SppRepr {
                 wire_seq: r.u64()?,
                 msg_id: r.u64()?,
             })),
-            T_ACK => {
+            kind @ (T_ACK | T_ACK_WINDOW) => {
                 let nr = usize::from(r.u8()?);
                 let nv = usize::from(r.u8()?);
                 if nr > MAX_ACK_RANGES || nv > MAX_VERDICTS {
                     return Err(WireError::Malformed("spp ack count"));
                 }
+                let window_limit = if kind == T_ACK_WINDOW {
+                    Some(r.u64()?)
+                } else {
+                    None
+                };
                 let mut ranges = Vec::with_capacity(nr);
                 let mut below = u64::MAX;
                 for i in 0..nr {
@@ -208,17 +244,23 @@ impl SppRepr {
                 let mut verdicts = Vec::with_capacity(nv);
                 for _ in 0..nv {
                     let wire_seq = r.u64()?;
-                    let delivered = match r.u8()? {
-                        0 => false,
-                        1 => true,
+                    let (delivered, unseen) = match r.u8()? {
+                        0 => (false, false),
+                        1 => (true, false),
+                        2 => (false, true),
                         _ => return Err(WireError::Malformed("spp verdict")),
                     };
                     verdicts.push(Verdict {
                         wire_seq,
                         delivered,
+                        unseen,
                     });
                 }
-                Ok(SppRepr::Ack(AckFrame { ranges, verdicts }))
+                Ok(SppRepr::Ack(AckFrame {
+                    ranges,
+                    verdicts,
+                    window_limit,
+                }))
             }
             T_PROBE => {
                 let probe_id = r.u32()?;
@@ -275,18 +317,25 @@ impl SppRepr {
                 if a.ranges.len() > MAX_ACK_RANGES || a.verdicts.len() > MAX_VERDICTS {
                     return Err(WireError::Malformed("spp ack count"));
                 }
-                w.u8(T_ACK)?;
+                w.u8(if a.window_limit.is_some() {
+                    T_ACK_WINDOW
+                } else {
+                    T_ACK
+                })?;
                 let count =
                     |n: usize| u8::try_from(n).map_err(|_| WireError::Malformed("spp ack count"));
                 w.u8(count(a.ranges.len())?)?;
                 w.u8(count(a.verdicts.len())?)?;
+                if let Some(limit) = a.window_limit {
+                    w.u64(limit)?;
+                }
                 for &(s, e) in &a.ranges {
                     w.u64(s)?;
                     w.u64(e)?;
                 }
                 for v in &a.verdicts {
                     w.u64(v.wire_seq)?;
-                    w.u8(u8::from(v.delivered))?;
+                    w.u8(v.code())?;
                 }
             }
             SppRepr::Probe(p) => {
@@ -348,15 +397,32 @@ mod tests {
     fn test_ack_round_trips_and_bounds_are_enforced() {
         let a = SppRepr::Ack(AckFrame {
             ranges: vec![(10, 20), (3, 5)],
-            verdicts: vec![Verdict {
-                wire_seq: 4,
-                delivered: true,
-            }],
+            verdicts: vec![
+                Verdict {
+                    wire_seq: 4,
+                    delivered: true,
+                    unseen: false,
+                },
+                Verdict {
+                    wire_seq: 5,
+                    delivered: false,
+                    unseen: true,
+                },
+            ],
+            window_limit: None,
         });
         assert_eq!(round_trip(&a), a);
+        let windowed = SppRepr::Ack(AckFrame {
+            ranges: vec![(10, 20)],
+            verdicts: vec![],
+            window_limit: Some(64 << 20),
+        });
+        assert_eq!(round_trip(&windowed), windowed);
+        assert_eq!(windowed.buffer_len(), 4 + 16 + 8);
         let overlapping = SppRepr::Ack(AckFrame {
             ranges: vec![(10, 20), (3, 12)],
             verdicts: vec![],
+            window_limit: None,
         });
         let mut buf = vec![0u8; overlapping.buffer_len()];
         overlapping.emit(&mut buf).unwrap();
@@ -364,6 +430,7 @@ mod tests {
         let too_many = SppRepr::Ack(AckFrame {
             ranges: (0..17).map(|i| (100 - 2 * i, 101 - 2 * i)).collect(),
             verdicts: vec![],
+            window_limit: None,
         });
         let mut buf = vec![0u8; too_many.buffer_len()];
         assert!(too_many.emit(&mut buf).is_err());
@@ -383,8 +450,8 @@ mod tests {
             SppRepr::parse(&buf[..buf.len() - 1]),
             Err(WireError::Truncated { .. })
         ));
-        buf[0] = 2;
-        assert_eq!(SppRepr::parse(&buf), Err(WireError::UnsupportedVersion(2)));
+        buf[0] = 1; // version 1 had no flow control: refused, not misread
+        assert_eq!(SppRepr::parse(&buf), Err(WireError::UnsupportedVersion(1)));
         assert!(r.emit(&mut [0u8; 3]).is_err());
     }
 
@@ -411,19 +478,25 @@ mod tests {
             })),
             (
                 proptest::collection::btree_set(0u64..1_000_000, 0..MAX_ACK_RANGES),
-                proptest::collection::vec((any::<u64>(), any::<bool>()), 0..MAX_VERDICTS)
+                proptest::collection::vec((any::<u64>(), 0u8..3), 0..MAX_VERDICTS),
+                proptest::option::of(any::<u64>())
             )
-                .prop_map(|(starts, vs)| {
+                .prop_map(|(starts, vs, window_limit)| {
                     // Ranges [10k, 10k + 5), highest first: disjoint and descending.
                     let ranges = starts.iter().rev().map(|s| (s * 10, s * 10 + 5)).collect();
                     let verdicts = vs
                         .into_iter()
-                        .map(|(wire_seq, delivered)| Verdict {
+                        .map(|(wire_seq, code)| Verdict {
                             wire_seq,
-                            delivered,
+                            delivered: code == 1,
+                            unseen: code == 2,
                         })
                         .collect();
-                    SppRepr::Ack(AckFrame { ranges, verdicts })
+                    SppRepr::Ack(AckFrame {
+                        ranges,
+                        verdicts,
+                        window_limit,
+                    })
                 }),
             (any::<u32>(), 0u8..2)
                 .prop_map(|(probe_id, index)| SppRepr::Probe(ProbeHeader { probe_id, index })),
@@ -444,7 +517,7 @@ mod tests {
         }
 
         #[test]
-        fn parse_never_panics_on_valid_prefix(kind in 1u8..6, rest in proptest::collection::vec(any::<u8>(), 0..400)) {
+        fn parse_never_panics_on_valid_prefix(kind in 1u8..7, rest in proptest::collection::vec(any::<u8>(), 0..400)) {
             let mut bytes = vec![VERSION, kind];
             bytes.extend(rest);
             let _ = SppRepr::parse(&bytes);

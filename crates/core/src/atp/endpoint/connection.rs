@@ -4,6 +4,24 @@
 //!
 //! Arriving SPP datagrams are routed by type: DATA, CANCEL and PROBE belong to the peer's
 //! sender and go to the receiver half; ACK and REPORT answer this side's sender.
+//!
+//! # Outcomes when the connection ends
+//! `Delivered` means the peer's endpoint holds the whole message for its application (with
+//! flow control it was never over the peer's window, so it is never dropped for lack of
+//! room). A callback timer fires at its deadline whatever the connection's state — the peer
+//! may be silent or gone — with [`NaiEvent::TimerExpired`]; a message that was never sent
+//! whole then ends `Expired` at once, and one that was (the peer may hold it) waits for the
+//! peer's verdict on its cancel. When the connection ends, every message whose fate is still
+//! unknown — sent and unacknowledged, or cancelled without a verdict — ends
+//! [`Outcome::Abandoned`](crate::nai::Outcome::Abandoned): the peer may or may not have it.
+//! That is the guarantee: never `Delivered` for a message the peer does not hold, never
+//! `Expired`/`Cancelled` for one it may hand to its application.
+//!
+//! # A silent peer
+//! See [`crate::session::Liveness`]: after one RTO without an answer only PINGs (10 bytes)
+//! go out, backed off, and the connection ends after `silent_timeout`. A sender blocked by
+//! the peer's window with nothing in flight also PINGs (backed off the same way), so a lost
+//! window update costs at most `probe_interval_max`.
 
 use crate::atp::{AtpConfig, AtpReceiver, AtpSender, RateSource};
 use crate::nai::{MessageId, NaiEvent};
@@ -52,6 +70,11 @@ pub struct AtpConnection {
     close_pending: Option<CloseReason>,
     events: VecDeque<ConnEvent>,
     malformed: u64,
+    /// The latest time an input carried (for `poll_timeout`, which takes none).
+    last_now: Time,
+    /// Blocked by the peer's window with nothing in flight: when the next PING asking for
+    /// a window update is due, and the interval after it.
+    window_probe: Option<(Time, Duration)>,
 }
 
 impl AtpConnection {
@@ -68,7 +91,42 @@ impl AtpConnection {
             close_pending: None,
             events: VecDeque::new(),
             malformed: 0,
+            last_now: now,
+            window_probe: None,
         }
+    }
+
+    /// The application took `messages` whole messages of `bytes` bytes from what this side
+    /// delivered: with flow control their room goes back to the peer's window (see
+    /// [`crate::spp::window`]). An engine whose configuration sets
+    /// `receive_window_bytes` must call it, or the peer stops once the window is full.
+    pub fn handle_consumed(&mut self, messages: u64, bytes: u64) {
+        self.receiver.handle_consumed(messages, bytes);
+    }
+
+    /// The liveness tracker (last heard, probes sent to a silent peer).
+    pub fn liveness(&self) -> &Liveness {
+        &self.liveness
+    }
+
+    /// Whether the peer has left this side waiting past the RTO (only PINGs go out).
+    pub fn is_peer_silent(&self, now: Time) -> bool {
+        self.liveness.is_silent(now, self.rto())
+    }
+
+    fn rto(&self) -> Duration {
+        self.sender.spp().rtt().rto()
+    }
+
+    /// Whether this side has messages to send that the peer's window keeps back, with
+    /// nothing in flight to bring a window update.
+    fn window_blocked(&self) -> bool {
+        let nai = self.sender.nai();
+        let spp = self.sender.spp();
+        spp.in_flight_packets() == 0
+            && nai.has_sendable()
+            && !nai.has_sendable_within(spp.new_message_max_len())
+            && spp.peer_window_limit().is_some()
     }
 
     /// The handshake's client id, which names the connection on the wire.
@@ -117,6 +175,7 @@ impl AtpConnection {
     /// A datagram from the peer (session packet or SPP). A malformed one is counted and
     /// dropped, and the error returned for the engine's statistics.
     pub fn handle_datagram(&mut self, now: Time, bytes: &[u8]) -> Result<(), WireError> {
+        self.last_now = self.last_now.max(now);
         if self.state == State::Closed {
             return Ok(());
         }
@@ -134,7 +193,12 @@ impl AtpConnection {
                 SessionRepr::Close { client_id, reason } if client_id == self.client_id => {
                     self.finish(reason, false);
                 }
-                // PING refreshes liveness; a repeated HELLO or ACCEPT is the endpoint's.
+                // A PING asks for an acknowledgement (which carries the window): the peer
+                // probes a silent path, a closed window, or keeps the connection alive.
+                SessionRepr::Ping { client_id } if client_id == self.client_id => {
+                    self.receiver.request_ack();
+                }
+                // A repeated HELLO or ACCEPT is the endpoint's.
                 _ => {}
             }
             return Ok(());
@@ -157,6 +221,7 @@ impl AtpConnection {
     /// `max_datagram_bytes` long) and returns its length. Order: CLOSE, acknowledgements and
     /// probe reports, then this side's ATP output, then a keep-alive PING when quiet.
     pub fn poll_transmit(&mut self, now: Time, buf: &mut [u8]) -> Option<(usize, bool)> {
+        self.last_now = self.last_now.max(now);
         if let Some(reason) = self.close_pending.take() {
             let p = SessionRepr::Close {
                 client_id: self.client_id,
@@ -167,18 +232,36 @@ impl AtpConnection {
         if self.state == State::Closed {
             return None;
         }
-        let n = self.next_datagram(now, buf);
-        if n.is_some() {
-            self.liveness.on_sent(now);
-        }
-        n
+        let (n, coalesce, expects_answer) = self.next_datagram(now, buf)?;
+        self.liveness.on_sent(now, expects_answer);
+        Some((n, coalesce))
     }
 
-    /// The next datagram and whether it may be coalesced with its neighbours (DATA only:
-    /// see [`Transmit::coalesce`](super::Transmit::coalesce)).
-    fn next_datagram(&mut self, now: Time, buf: &mut [u8]) -> Option<(usize, bool)> {
+    /// A PING (which asks the peer for an acknowledgement).
+    fn ping(&self, buf: &mut [u8]) -> Option<(usize, bool, bool)> {
+        SessionRepr::Ping {
+            client_id: self.client_id,
+        }
+        .emit(buf)
+        .ok()
+        .map(|n| (n, false, true))
+    }
+
+    /// The next datagram, whether it may be coalesced with its neighbours (DATA only: see
+    /// [`Transmit::coalesce`](super::Transmit::coalesce)), and whether it expects an answer.
+    fn next_datagram(&mut self, now: Time, buf: &mut [u8]) -> Option<(usize, bool, bool)> {
         if let Some(d) = self.receiver.poll_transmit(now) {
-            return emit_spp(&d, None, buf).map(|n| (n, false));
+            return emit_spp(&d, None, buf).map(|n| (n, false, false));
+        }
+        let rto = self.rto();
+        if self.liveness.is_silent(now, rto) {
+            // A silent peer gets small probes only (no data, retransmission or probe
+            // train) until it answers.
+            if self.liveness.probe_due(now, rto) {
+                self.liveness.on_probe_sent(now, rto);
+                return self.ping(buf);
+            }
+            return None;
         }
         while let Some(d) = self.sender.poll_transmit(now) {
             let payload = match &d.repr {
@@ -192,33 +275,61 @@ impl AtpConnection {
             if data && payload.is_none() {
                 continue;
             }
-            return emit_spp(&d, payload, buf).map(|n| (n, data));
+            // DATA, CANCEL and PROBE are answered (an ACK, a verdict, a report).
+            return emit_spp(&d, payload, buf).map(|n| (n, data, true));
+        }
+        if self.window_blocked() {
+            match self.window_probe {
+                None => self.window_probe = Some((now + rto, rto)),
+                Some((at, interval)) if now >= at => {
+                    let max = self.liveness.config().probe_interval_max;
+                    let next = interval.saturating_mul(2).min(max);
+                    self.window_probe = Some((now + next, next));
+                    return self.ping(buf);
+                }
+                Some(_) => {}
+            }
+        } else {
+            self.window_probe = None;
         }
         if self.liveness.ping_due(now) {
-            return SessionRepr::Ping {
-                client_id: self.client_id,
-            }
-            .emit(buf)
-            .ok()
-            .map(|n| (n, false));
+            return self.ping(buf);
         }
         None
     }
 
     /// When `handle_timeout` should next be called.
     pub fn poll_timeout(&self) -> Option<Time> {
+        let rto = self.rto();
+        let liveness = self.liveness.poll_timeout(rto);
+        let sender = if self.liveness.is_silent(self.last_now, rto) {
+            // Silent peer: nothing is sent but PINGs, so pacing and the estimator's probes
+            // wait; callback timers and the retransmission timer keep running.
+            let nai = self.sender.nai().poll_timeout();
+            let spp = self.sender.spp().poll_timeout();
+            match (nai, spp) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+        } else {
+            self.sender.poll_timeout()
+        };
+        let window = self.window_probe.map(|(at, _)| at);
+        let t = min_time(sender, liveness);
+        let t = match window {
+            Some(w) => min_time(t, w),
+            None => t,
+        };
         match self.state {
             State::Closed => None,
-            State::Open => min_time(self.sender.poll_timeout(), self.liveness.poll_timeout()),
-            State::Draining { deadline } => min_time(
-                min_time(self.sender.poll_timeout(), self.liveness.poll_timeout()),
-                deadline,
-            ),
+            State::Open => t,
+            State::Draining { deadline } => min_time(t, deadline),
         }
     }
 
     /// Runs ATP's timers, the idle timeout and a graceful close's progress.
     pub fn handle_timeout(&mut self, now: Time) {
+        self.last_now = self.last_now.max(now);
         if self.state == State::Closed {
             return;
         }

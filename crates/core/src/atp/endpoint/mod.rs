@@ -60,6 +60,10 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use thiserror::Error;
 
+/// An endpoint's receive window by default: the sender's own default buffer
+/// ([`AtpConfig::max_buffered_bytes`]), so any message the peer can buffer fits.
+pub const DEFAULT_RECEIVE_WINDOW_BYTES: u64 = 64 << 20;
+
 /// Most stateless replies (RETRY, CLOSE) queued for sending.
 pub const MAX_PENDING_REPLIES: usize = 64;
 
@@ -83,10 +87,14 @@ pub struct EndpointConfig {
 }
 
 impl EndpointConfig {
-    /// A client-only endpoint with default limits.
+    /// A client-only endpoint with default limits, and receiver flow control with a window
+    /// of [`DEFAULT_RECEIVE_WINDOW_BYTES`] (the engine reports what its application takes
+    /// with [`AtpConnection::handle_consumed`]).
     pub fn client() -> EndpointConfig {
+        let mut atp = AtpConfig::default();
+        atp.spp.receive_window_bytes = Some(DEFAULT_RECEIVE_WINDOW_BYTES);
         EndpointConfig {
-            atp: AtpConfig::default(),
+            atp,
             handshake: HandshakeConfig::default(),
             liveness: LivenessConfig::default(),
             max_connections: 256,

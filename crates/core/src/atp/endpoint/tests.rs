@@ -26,6 +26,10 @@ struct Wire {
     server_events: Vec<EndpointEvent>,
     /// When each direction's link (10 Mbit/s) is next free: [to server, to client].
     busy_until: [Time; 2],
+    /// Every datagram the client sent: when, and its size.
+    client_sent: Vec<(Time, usize)>,
+    /// When each of `client_events` was polled.
+    client_event_times: Vec<Time>,
 }
 
 /// Link rate of the wire, bytes per second.
@@ -33,11 +37,18 @@ const LINK_BYTES_PER_S: f64 = 1_250_000.0;
 
 impl Wire {
     fn new(loss: f64) -> Wire {
-        let mut server = EndpointConfig::server([3; 32]);
+        Wire::with(
+            loss,
+            EndpointConfig::client(),
+            EndpointConfig::server([3; 32]),
+        )
+    }
+
+    fn with(loss: f64, client: EndpointConfig, mut server: EndpointConfig) -> Wire {
         server.atp.estimator.mode = crate::atp::EstimatorMode::Bounded;
         Wire {
             now: Time::ZERO,
-            client: Endpoint::new(EndpointConfig::client()),
+            client: Endpoint::new(client),
             server: Endpoint::new(server),
             in_flight: BTreeMap::new(),
             seq: 0,
@@ -46,6 +57,8 @@ impl Wire {
             client_events: Vec::new(),
             server_events: Vec::new(),
             busy_until: [Time::ZERO; 2],
+            client_sent: Vec::new(),
+            client_event_times: Vec::new(),
         }
     }
 
@@ -56,6 +69,7 @@ impl Wire {
             let mut any = false;
             while let Some(t) = self.client.poll_transmit(self.now, &mut buf) {
                 assert_eq!(t.destination, addr(S));
+                self.client_sent.push((self.now, t.len));
                 self.send(true, buf[..t.len].to_vec(), delay);
                 any = true;
             }
@@ -66,6 +80,7 @@ impl Wire {
             }
             while let Some(e) = self.client.poll_event() {
                 self.client_events.push(e);
+                self.client_event_times.push(self.now);
                 any = true;
             }
             while let Some(e) = self.server.poll_event() {
@@ -382,4 +397,195 @@ fn unanswered_connect_fails() {
     w.run_until(Time::from_secs(60));
     assert_eq!(w.client_events, vec![EndpointEvent::ConnectFailed(c)]);
     assert_eq!(w.client.connection_count(), 0);
+}
+
+fn opts_with_timer(timer: Duration) -> SendOptions {
+    SendOptions {
+        timer: Some(timer),
+        on_expiry: crate::nai::OnExpiry::Discard,
+        ..SendOptions::default()
+    }
+}
+
+/// Regression (issue 18): with the server gone mid-workload, messages with a 1 s timer were
+/// reported only at the 30 s idle timeout, as `Abandoned`, and the survivor kept sending
+/// full-size datagrams. Now every timer fires at its deadline, only PINGs go out once the
+/// peer is silent, and the connection ends within `silent_timeout`.
+#[test]
+fn test_dead_server_timers_fire_on_time_survivor_only_pings_and_frees_the_connection() {
+    let mut w = Wire::new(0.0);
+    let (c, _) = connected(&mut w);
+    // Let the estimator settle on a healthy path first.
+    let conn = w.client.connection_mut(c).expect("open");
+    for _ in 0..20 {
+        let _ = conn.sender_mut().submit_bytes(
+            w.now,
+            QueueId(0),
+            vec![1; 4000],
+            SendOptions::default(),
+        );
+    }
+    w.run_until(w.now + Duration::from_secs(2));
+    // The server dies; the client submits a workload with 1 s timers.
+    w.loss = 1.0;
+    let t0 = w.now;
+    let conn = w.client.connection_mut(c).expect("open");
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        let r = conn.sender_mut().submit_bytes(
+            t0,
+            QueueId(0),
+            vec![2; 1000 + 100 * i],
+            opts_with_timer(Duration::from_secs(1)),
+        );
+        if let Ok(id) = r {
+            ids.push(id);
+        }
+    }
+    let events_before = w.client_events.len();
+    w.run_until(t0 + Duration::from_secs(12));
+    let deadline = t0 + Duration::from_secs(1);
+    let mut expired = 0;
+    let mut outcomes_after = 0;
+    let mut closed_at = None;
+    for (e, at) in w.client_events[events_before..]
+        .iter()
+        .zip(&w.client_event_times[events_before..])
+    {
+        match e {
+            EndpointEvent::Connection(_, ConnEvent::Nai(NaiEvent::TimerExpired { id, .. }))
+                if ids.contains(id) =>
+            {
+                expired += 1;
+                assert!(
+                    *at <= deadline + Duration::from_millis(100),
+                    "timer of {id:?} fired at {at:?}, deadline {deadline:?}"
+                );
+            }
+            EndpointEvent::Connection(_, ConnEvent::Nai(NaiEvent::Outcome { id, .. }))
+                if ids.contains(id) =>
+            {
+                outcomes_after += 1;
+            }
+            EndpointEvent::Connection(_, ConnEvent::Closed(reason)) => {
+                assert_eq!(*reason, CloseReason::Idle);
+                closed_at = Some(*at);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        expired,
+        ids.len(),
+        "every timer fired while the peer was dead"
+    );
+    assert_eq!(outcomes_after, ids.len(), "exactly one outcome each");
+    let closed_at = closed_at.expect("the survivor ended the connection");
+    assert!(
+        closed_at <= t0 + Duration::from_secs(9),
+        "freed at {:?} after the death",
+        closed_at - t0
+    );
+    assert!(w.client.connection(c).is_none(), "forgotten");
+    // Once the peer is silent (one RTO, at most 1 s here), only small datagrams go out.
+    let late: Vec<usize> = w
+        .client_sent
+        .iter()
+        .filter(|(at, _)| *at >= t0 + Duration::from_secs(1))
+        .map(|(_, len)| *len)
+        .collect();
+    assert!(
+        late.iter().all(|len| *len <= 64),
+        "only small probes to the silent peer: {late:?}"
+    );
+    assert!(late.len() <= 12, "probes backed off: {} sent", late.len());
+}
+
+/// A link down for 5 s (shorter than `silent_timeout`) is ridden out: the connection stays,
+/// sending resumes when the PINGs are answered, and every message is delivered.
+#[test]
+fn test_link_down_for_5_s_is_ridden_out() {
+    let mut w = Wire::new(0.0);
+    let (c, s) = connected(&mut w);
+    let conn = w.client.connection_mut(c).expect("open");
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        if let Ok(id) = conn.sender_mut().submit_bytes(
+            w.now,
+            QueueId(0),
+            vec![3; 20_000],
+            SendOptions::default(),
+        ) {
+            ids.push(id);
+        }
+    }
+    w.run_until(w.now + Duration::from_millis(150));
+    w.loss = 1.0;
+    w.run_until(w.now + Duration::from_secs(5));
+    w.loss = 0.0;
+    w.run_until(w.now + Duration::from_secs(20));
+    assert!(w.client.connection(c).is_some(), "client connection kept");
+    assert!(w.server.connection(s).is_some(), "server connection kept");
+    let got = outcomes(&w.client_events, c);
+    assert_eq!(got.len(), ids.len());
+    assert!(got.iter().all(|o| matches!(o, Outcome::Delivered { .. })));
+    assert_eq!(delivered(&w.server_events, s).len(), ids.len());
+}
+
+/// Regression (issue 18): a receiving application that reads slowly made the endpoint close
+/// the connection after its sender was told messages were delivered. With flow control the
+/// sender waits for the window, nothing is lost, and nothing closes.
+#[test]
+fn test_slow_reader_through_endpoints_delivers_everything() {
+    let window = 1 << 20;
+    let mut client = EndpointConfig::client();
+    client.atp.spp.receive_window_bytes = Some(window);
+    let mut server = EndpointConfig::server([3; 32]);
+    server.atp.spp.receive_window_bytes = Some(window);
+    let mut w = Wire::with(0.0, client, server);
+    let (c, s) = connected(&mut w);
+    let n = 120;
+    let size = 64 << 10;
+    let conn = w.client.connection_mut(c).expect("open");
+    for i in 0..n {
+        let data = vec![(i % 251) as u8; size];
+        // Submit as room allows (the sender's own buffer is 64 MB: all fit).
+        conn.sender_mut()
+            .submit_bytes(w.now, QueueId(0), data, SendOptions::default())
+            .expect("admitted");
+    }
+    // The reader takes one message every 40 ms (1.6 MB/s against a 1.25 MB/s link, after
+    // a 3 s stall at the start).
+    let mut read = 0usize;
+    let mut next_read = w.now + Duration::from_secs(3);
+    let end = w.now + Duration::from_secs(60);
+    let mut peak_unread = 0usize;
+    while w.now < end && read < n {
+        let step = w.now + Duration::from_millis(10);
+        w.run_until(step);
+        let arrived = delivered(&w.server_events, s).len();
+        peak_unread = peak_unread.max(arrived - read);
+        if w.now >= next_read && read < arrived {
+            if let Some(conn) = w.server.connection_mut(s) {
+                conn.handle_consumed(1, size as u64);
+            }
+            read += 1;
+            next_read = w.now + Duration::from_millis(40);
+        }
+    }
+    assert_eq!(read, n, "the reader got every message");
+    w.run_until(w.now + Duration::from_secs(1));
+    let got = outcomes(&w.client_events, c);
+    assert_eq!(got.len(), n);
+    assert!(got.iter().all(|o| matches!(o, Outcome::Delivered { .. })));
+    let held = crate::spp::window::charge(size as u64) as usize;
+    assert!(
+        peak_unread * held <= window as usize,
+        "the receiver held {peak_unread} unread messages, more than the window"
+    );
+    assert!(
+        !w.server_events
+            .iter()
+            .any(|e| matches!(e, EndpointEvent::Connection(_, ConnEvent::Closed(_))))
+    );
 }
