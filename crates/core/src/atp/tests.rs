@@ -649,7 +649,7 @@ fn test_inverted_ack_range_is_ignored() {
     let ack = crate::spp::wire::SppRepr::Ack(crate::spp::wire::AckFrame {
         ranges: vec![(10, 5)],
         verdicts: Vec::new(),
-        window_limit: None,
+        window: None,
     });
     s.handle_datagram(Time::from_millis(10), &ack, 0);
 }

@@ -6,7 +6,7 @@
 use super::SppConfig;
 use super::window::{charge, charge_many};
 use super::wire::{
-    AckFrame, MAX_ACK_RANGES, MAX_VERDICTS, ProbeReport, SppDatagram, SppRepr, Verdict,
+    AckFrame, AckWindow, MAX_ACK_RANGES, MAX_VERDICTS, ProbeReport, SppDatagram, SppRepr, Verdict,
 };
 use crate::nai::{MessageId, Priority, RangeSet};
 use crate::time::Time;
@@ -242,12 +242,11 @@ impl SppReceiver {
         if !self.msgs.contains_key(&h.wire_seq) {
             // A new message takes its window charge now. A sender that keeps to the window
             // never passes it (it counted the message when it sent the first piece); one that
-            // does not is refused here, unacknowledged.
-            if self
-                .config
-                .receive_window_bytes
-                .is_some_and(|w| self.held_charge.saturating_add(charge(msg_len)) > w)
-            {
+            // does not is refused here, unacknowledged. A message larger than the whole
+            // window is let in alone (nothing else held), as the sender sends it.
+            if self.config.receive_window_bytes.is_some_and(|w| {
+                self.held_charge > 0 && self.held_charge.saturating_add(charge(msg_len)) > w
+            }) {
                 return false;
             }
             // With payloads, its buffer is allocated now, within the bound.
@@ -408,15 +407,18 @@ impl SppReceiver {
             let ranges = self.received.iter_rev().take(MAX_ACK_RANGES).collect();
             let n = self.verdicts.len().min(MAX_VERDICTS);
             let verdicts = self.verdicts.drain(..n).collect();
-            let window_limit = self.window_limit();
-            if let Some(limit) = window_limit {
-                self.advertised_limit = limit;
+            let window = self.config.receive_window_bytes.map(|size| AckWindow {
+                limit: self.credited.saturating_add(size),
+                size,
+            });
+            if let Some(w) = window {
+                self.advertised_limit = w.limit;
             }
             return Some(SppDatagram {
                 repr: SppRepr::Ack(AckFrame {
                     ranges,
                     verdicts,
-                    window_limit,
+                    window,
                 }),
                 payload_len: 0,
             });

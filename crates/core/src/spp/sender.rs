@@ -116,6 +116,8 @@ pub struct SppSender {
     stats: SppStats,
     /// The receiver's window limit ([`super::window`]); `None`: unlimited.
     peer_limit: Option<u64>,
+    /// The receiver's window size.
+    peer_window: u64,
     /// Whether `peer_limit` came from the receiver (until then it is this side's own
     /// configured window, assumed for the peer).
     heard_limit: bool,
@@ -139,6 +141,7 @@ impl SppSender {
             next_unopened: 0,
             stats: SppStats::default(),
             peer_limit,
+            peer_window: peer_limit.unwrap_or(u64::MAX),
             heard_limit: false,
             started_charge: 0,
         }
@@ -154,6 +157,11 @@ impl SppSender {
             return None;
         }
         Some(self.peer_limit.map_or(u64::MAX, |l| {
+            if self.started_charge <= l.saturating_sub(self.peer_window) {
+                // The receiver holds nothing of ours: any message may start, even one
+                // larger than the whole window (it goes alone).
+                return u64::MAX;
+            }
             l.saturating_sub(self.started_charge)
                 .saturating_sub(super::window::MESSAGE_CHARGE_BYTES)
         }))
@@ -294,13 +302,15 @@ impl SppSender {
     /// [`SppSender::on_message_acked`].
     pub fn handle_ack(&mut self, now: Time, ack: &AckFrame) -> Vec<SppOutcome> {
         let mut out = Vec::new();
-        match ack.window_limit {
+        match ack.window {
             // Absolute limits: a reordered ACK's smaller one changes nothing.
-            Some(l) if self.heard_limit => {
-                self.peer_limit = Some(self.peer_limit.map_or(l, |c| c.max(l)));
+            Some(w) if self.heard_limit => {
+                self.peer_limit = Some(self.peer_limit.map_or(w.limit, |c| c.max(w.limit)));
+                self.peer_window = w.size;
             }
-            Some(l) => {
-                self.peer_limit = Some(l);
+            Some(w) => {
+                self.peer_limit = Some(w.limit);
+                self.peer_window = w.size;
                 self.heard_limit = true;
             }
             None => self.peer_limit = None,

@@ -71,6 +71,8 @@ struct Harness {
     peak_held: u64,
     /// When the sender was last found blocked by the window with nothing in flight.
     blocked_since: Option<Time>,
+    /// The largest charge submitted (a message larger than the window goes alone).
+    largest: u64,
 }
 
 impl Harness {
@@ -101,6 +103,7 @@ impl Harness {
             sent: 0,
             peak_held: 0,
             blocked_since: None,
+            largest: 0,
         }
     }
 
@@ -130,13 +133,17 @@ impl Harness {
         // The sender keeps to the window: it never started more than the receiver allows
         // now (its own view of the limit lags behind, never ahead).
         let limit = self.rx.window_limit().unwrap_or(u64::MAX);
+        // An oversized message goes alone: nothing else outstanding beyond the credit.
+        let credited = limit.saturating_sub(self.window);
+        let alone = self.tx.spp().started_charge().saturating_sub(credited) <= self.largest
+            && self.largest > self.window;
         assert!(
-            self.tx.spp().started_charge() <= limit,
+            self.tx.spp().started_charge() <= limit || alone,
             "sender started {} past the window limit {limit}",
             self.tx.spp().started_charge()
         );
         assert!(
-            self.rx.held_bytes() <= self.window,
+            self.rx.held_bytes() <= self.window.max(self.largest),
             "receiver holds {} > window {}",
             self.rx.held_bytes(),
             self.window
@@ -208,6 +215,7 @@ impl Harness {
                 timer_ms,
                 high,
             } => {
+                self.largest = self.largest.max(charge(u64::from(size)));
                 for _ in 0..count {
                     let opts = SendOptions {
                         priority: if high { Priority::HIGH } else { Priority(1) },
@@ -343,6 +351,22 @@ fn test_unseen_cancel_returns_window_credit() {
     h.run_for(Duration::from_secs(2));
     assert_eq!(h.outcomes.get(&last), Some(&Outcome::Cancelled));
     assert!(h.tx.spp().started_charge() <= full);
+}
+
+/// Messages larger than the whole window go one at a time instead of never.
+#[test]
+fn test_message_larger_than_the_window_goes_alone() {
+    let mut h = Harness::new(64 << 10, 0);
+    h.apply(&Op::Burst {
+        count: 3,
+        size: 200_000,
+        timer_ms: None,
+        high: true,
+    });
+    h.settle(Duration::from_secs(30));
+    h.check();
+    assert_eq!(h.outcomes.len(), 3);
+    assert!(h.rx.held_bytes() == 0 && h.peak_held <= charge(200_000));
 }
 
 proptest! {

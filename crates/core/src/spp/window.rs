@@ -20,14 +20,16 @@
 //! * the receiver advertises `limit = credited + receive_window_bytes`, and sends an ACK with
 //!   the new limit when it has grown by an eighth of the window since the last one it sent
 //!   (and whenever the sender asks with a PING);
-//! * the sender starts a new message only if its charge fits under the limit. Pieces of
+//! * the sender starts a new message only if its charge fits under the limit (or it goes
+//!   alone, below). Pieces of
 //!   messages already started are always sent (they are inside the window already), so the
 //!   receiver's custody never exceeds the window, and a slow reader slows the sender without
 //!   losing anything.
 //!
-//! A message whose charge exceeds the whole window can never start: keep the window at least
-//! the largest message the peer sends (the runtime's default is 64 MB, the sender's own
-//! buffer bound).
+//! A message whose charge exceeds the whole window goes alone: the sender starts it only
+//! when the receiver holds nothing of its messages (its started bytes are at most
+//! `limit - size`, which is why ACK_WINDOW also carries the window's size), and the receiver
+//! takes it only then. Its custody may then exceed the window by that one message.
 
 /// Per-message allowance in the window, bytes: with it, a window of W bytes also bounds the
 /// messages waiting at the receiver to W / 1024, whatever their size.

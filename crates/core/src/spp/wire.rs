@@ -13,15 +13,15 @@
 //!              | verdicts: (wire_seq u64, verdict u8)*
 //! PROBE (4):   probe_id u32 | index u8              then padding
 //! REPORT (5):  probe_id u32 | gap_ns u64 | bytes u32
-//! ACK_WINDOW (6): range_count u8 | verdict_count u8 | window_limit u64 | ranges | verdicts
+//! ACK_WINDOW (6): range_count u8 | verdict_count u8 | limit u64 | size u64 | ranges | verdicts
 //! ```
 //!
 //! A verdict byte is 0 (discarded), 1 (already delivered) or 2 (discarded, and the receiver
 //! never held any of it: its window credit is returned to the sender).
 //!
 //! Version 2 added receiver flow control: ACK_WINDOW carries the receiver's window as an
-//! absolute limit on the message bytes the sender may have started (see
-//! [`super::window`]); a receiver without flow control (the simulator's) sends plain ACKs,
+//! absolute limit on the message bytes the sender may have started, and the window's size
+//! (see [`super::window`]); a receiver without flow control (the simulator's) sends plain ACKs,
 //! which leave the sender unlimited, so its packets are the same size as in version 1.
 //!
 //! Packet numbers (`pn`) are never reused: a retransmission carries the same bytes under a new
@@ -111,10 +111,19 @@ pub struct AckFrame {
     pub ranges: Vec<(u64, u64)>,
     /// Verdicts on cancel notices.
     pub verdicts: Vec<Verdict>,
-    /// The receiver's window: the most message bytes (each message charged
-    /// [`super::window::charge`]) the sender may have started in total, counted from the
-    /// connection's start. `None`: the receiver does not limit the sender (a plain ACK).
-    pub window_limit: Option<u64>,
+    /// The receiver's window; `None`: the receiver does not limit the sender (a plain ACK).
+    pub window: Option<AckWindow>,
+}
+
+/// A receiver's flow-control window, as an ACK_WINDOW carries it ([`super::window`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckWindow {
+    /// The most charged message bytes ([`super::window::charge`]) the sender may have
+    /// started in total, counted from the connection's start.
+    pub limit: u64,
+    /// The window's size: `limit - size` is what the receiver has credited back, so a
+    /// sender whose started bytes are at most that has nothing held at the receiver.
+    pub size: u64,
 }
 
 /// Most datagrams in one probe train (a packet pair is a train of two).
@@ -183,7 +192,7 @@ impl SppRepr {
             SppRepr::Ack(a) => {
                 2 + a.ranges.len() * 16
                     + a.verdicts.len() * 9
-                    + 8 * usize::from(a.window_limit.is_some())
+                    + 16 * usize::from(a.window.is_some())
             }
             SppRepr::Probe(_) => 5,
             SppRepr::Report(_) => 16,
@@ -226,8 +235,10 @@ impl SppRepr {
                 if nr > MAX_ACK_RANGES || nv > MAX_VERDICTS {
                     return Err(WireError::Malformed("spp ack count"));
                 }
-                let window_limit = if kind == T_ACK_WINDOW {
-                    Some(r.u64()?)
+                let window = if kind == T_ACK_WINDOW {
+                    let limit = r.u64()?;
+                    let size = r.u64()?;
+                    Some(AckWindow { limit, size })
                 } else {
                     None
                 };
@@ -259,7 +270,7 @@ impl SppRepr {
                 Ok(SppRepr::Ack(AckFrame {
                     ranges,
                     verdicts,
-                    window_limit,
+                    window,
                 }))
             }
             T_PROBE => {
@@ -317,7 +328,7 @@ impl SppRepr {
                 if a.ranges.len() > MAX_ACK_RANGES || a.verdicts.len() > MAX_VERDICTS {
                     return Err(WireError::Malformed("spp ack count"));
                 }
-                w.u8(if a.window_limit.is_some() {
+                w.u8(if a.window.is_some() {
                     T_ACK_WINDOW
                 } else {
                     T_ACK
@@ -326,8 +337,9 @@ impl SppRepr {
                     |n: usize| u8::try_from(n).map_err(|_| WireError::Malformed("spp ack count"));
                 w.u8(count(a.ranges.len())?)?;
                 w.u8(count(a.verdicts.len())?)?;
-                if let Some(limit) = a.window_limit {
-                    w.u64(limit)?;
+                if let Some(win) = a.window {
+                    w.u64(win.limit)?;
+                    w.u64(win.size)?;
                 }
                 for &(s, e) in &a.ranges {
                     w.u64(s)?;
@@ -409,20 +421,23 @@ mod tests {
                     unseen: true,
                 },
             ],
-            window_limit: None,
+            window: None,
         });
         assert_eq!(round_trip(&a), a);
         let windowed = SppRepr::Ack(AckFrame {
             ranges: vec![(10, 20)],
             verdicts: vec![],
-            window_limit: Some(64 << 20),
+            window: Some(AckWindow {
+                limit: 80 << 20,
+                size: 64 << 20,
+            }),
         });
         assert_eq!(round_trip(&windowed), windowed);
-        assert_eq!(windowed.buffer_len(), 4 + 16 + 8);
+        assert_eq!(windowed.buffer_len(), 4 + 16 + 16);
         let overlapping = SppRepr::Ack(AckFrame {
             ranges: vec![(10, 20), (3, 12)],
             verdicts: vec![],
-            window_limit: None,
+            window: None,
         });
         let mut buf = vec![0u8; overlapping.buffer_len()];
         overlapping.emit(&mut buf).unwrap();
@@ -430,7 +445,7 @@ mod tests {
         let too_many = SppRepr::Ack(AckFrame {
             ranges: (0..17).map(|i| (100 - 2 * i, 101 - 2 * i)).collect(),
             verdicts: vec![],
-            window_limit: None,
+            window: None,
         });
         let mut buf = vec![0u8; too_many.buffer_len()];
         assert!(too_many.emit(&mut buf).is_err());
@@ -479,9 +494,9 @@ mod tests {
             (
                 proptest::collection::btree_set(0u64..1_000_000, 0..MAX_ACK_RANGES),
                 proptest::collection::vec((any::<u64>(), 0u8..3), 0..MAX_VERDICTS),
-                proptest::option::of(any::<u64>())
+                proptest::option::of((any::<u64>(), any::<u64>()))
             )
-                .prop_map(|(starts, vs, window_limit)| {
+                .prop_map(|(starts, vs, window)| {
                     // Ranges [10k, 10k + 5), highest first: disjoint and descending.
                     let ranges = starts.iter().rev().map(|s| (s * 10, s * 10 + 5)).collect();
                     let verdicts = vs
@@ -495,7 +510,7 @@ mod tests {
                     SppRepr::Ack(AckFrame {
                         ranges,
                         verdicts,
-                        window_limit,
+                        window: window.map(|(limit, size)| AckWindow { limit, size }),
                     })
                 }),
             (any::<u32>(), 0u8..2)

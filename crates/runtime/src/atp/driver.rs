@@ -54,6 +54,11 @@ pub(super) struct AtpDriver {
     /// The last flush stopped at its budget: core may have more to send now.
     more_output: bool,
     refused: u64,
+    /// Per connection, what its application had read when core was last told (flow
+    /// control): messages, bytes.
+    taken_told: HashMap<u64, (u64, u64)>,
+    /// The receive window every connection advertises, bytes.
+    window_bytes: u64,
 }
 
 impl AtpDriver {
@@ -69,6 +74,22 @@ impl AtpDriver {
                 "ATP options expected",
             ));
         };
+        // Receiver flow control: the window is what the inbox can hold unread, so a message
+        // core reports delivered always fits it (the window charges each message 1 KB on
+        // top of its bytes, which also bounds their number).
+        let per_message = adaptnet_core::spp::window::MESSAGE_CHARGE_BYTES;
+        let inbox_bound = options
+            .unread_bytes_max
+            .min((options.message_queue_len as u64).saturating_mul(per_message));
+        let window_bytes = atp
+            .core
+            .atp
+            .spp
+            .receive_window_bytes
+            .unwrap_or(adaptnet_core::atp::endpoint::DEFAULT_RECEIVE_WINDOW_BYTES)
+            .min(inbox_bound)
+            .max(1);
+        atp.core.atp.spp.receive_window_bytes = Some(window_bytes);
         atp.core.server = options.server.then(|| {
             let key: [u8; 32] = rand::rng().random();
             adaptnet_core::session::token::TokenConfig::new(key)
@@ -97,7 +118,34 @@ impl AtpDriver {
             stopping: false,
             more_output: false,
             refused: 0,
+            taken_told: HashMap::new(),
+            window_bytes,
         })
+    }
+
+    /// Returns to each connection's window what its application read since the last call,
+    /// and asks the inbox for a wake-up when the next eighth of the window has been read
+    /// (the receiver's threshold for a window update), so a sender waiting on a full window
+    /// is not left waiting for an unrelated wake-up.
+    fn return_window(&mut self) {
+        let step = (self.window_bytes / 8).max(1);
+        for (id, port) in &self.ports {
+            let Some(conn) = self.endpoint.connection_mut(ConnectionId(*id)) else {
+                continue;
+            };
+            let (messages, bytes) = port.taken();
+            let told = self.taken_told.entry(*id).or_default();
+            if (messages, bytes) != *told {
+                conn.handle_consumed(
+                    messages.saturating_sub(told.0),
+                    bytes.saturating_sub(told.1),
+                );
+                *told = (messages, bytes);
+            }
+            if conn.receiver().held_bytes() > 0 {
+                port.wake_when_taken(bytes.saturating_add(step));
+            }
+        }
     }
 
     /// Feeds the estimator the interface counters, at most every `interface_poll`. Called
@@ -208,18 +256,19 @@ impl AtpDriver {
                     priority: d.priority,
                     data: d.data.unwrap_or_default(),
                 };
-                // Flow control hook: core's receiver has no window yet, so a message is
-                // delivered (and acknowledged) whether or not the application has room, and
-                // a connection past its inbox's bounds is closed. Once core's receiver
-                // takes a window, `Port::has_room` (and the inbox's free bytes) feed it here
-                // instead, and this close goes.
+                // Flow control: core's window is at most what the inbox holds, and core
+                // refuses a peer that passes it, so the inbox is never past its bounds here.
+                // Should it be (a bug), the connection is closed rather than the message
+                // dropped: its sender was told it was delivered.
                 if let Some(too_slow) = port.deliver(message) {
-                    tracing::warn!(?id, "application does not read: closing");
+                    tracing::error!(?id, "receive window passed: closing");
                     self.close(now, id.0, too_slow, Duration::ZERO);
                 }
             }
             ConnEvent::Discarded(m) => port.event(ConnectionEvent::Discarded(m)),
             ConnEvent::Closed(reason) => {
+                tracing::info!(?id, ?reason, "ATP connection ended");
+                self.taken_told.remove(&id.0);
                 if let Some(mut port) = self.ports.remove(&id.0) {
                     let why = port.closing().cloned().unwrap_or_else(|| closed_by(reason));
                     port.end(why);
@@ -318,6 +367,7 @@ impl Protocol for AtpDriver {
     }
 
     fn dispatch(&mut self, now: Time) {
+        self.return_window();
         while let Some(ev) = self.endpoint.poll_event() {
             match ev {
                 EndpointEvent::Connected(id) => {

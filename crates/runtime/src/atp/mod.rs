@@ -11,12 +11,19 @@
 //!
 //! # ATP's bounds
 //! Messages, queues, notifications, buffered bytes and connections are core's
-//! ([`EndpointConfig`]). A receiver that does not read is closed at the inbox's bounds
-//! ([`ConnectionError::ApplicationTooSlow`](crate::error::ConnectionError::ApplicationTooSlow)):
-//! ATP has no receiver flow control yet, and silently dropping a message its sender was told
-//! was delivered would break exactly-once. When core's receiver gains flow control, the room
-//! in the connection's inbox ([`Connection::inbox`](crate::message::Connection::inbox))
-//! becomes its window (see `driver.rs`, "flow control hook").
+//! ([`EndpointConfig`]). Each connection's receiver advertises a window (core's
+//! [`adaptnet_core::spp::window`]): the smaller of core's `receive_window_bytes` (64 MB by
+//! default) and what the connection's inbox holds unread (`unread_bytes_max`, and
+//! `message_queue_len` messages at 1 KB each). A receiving application that reads slowly
+//! slows its sender; nothing is dropped and the connection stays open. `Delivered` means the
+//! peer's inbox has the message (it is readable there even after the connection ends).
+//!
+//! # A silent or dead peer
+//! Callback timers fire at their deadlines whatever the peer does. A peer that does not
+//! answer for one RTO gets only PINGs, backed off to one a second; after `silent_timeout`
+//! (8 s, [`LivenessConfig`](adaptnet_core::session::LivenessConfig)) the connection ends
+//! ([`ConnectionError::TimedOut`](crate::error::ConnectionError::TimedOut)), every message
+//! whose fate is unknown ends `Abandoned`, and the end is logged.
 
 mod app;
 mod driver;

@@ -11,7 +11,7 @@
 //! | directions | both | client to server (the server acknowledges each message) |
 //! | cancel, defer, resume, re-prioritise, new timer | yes | no: sends are irrevocable (§5.2) |
 //! | queues, bandwidth notifications, estimate | yes | no estimator |
-//! | a slow reader | closes with [`ConnectionError::ApplicationTooSlow`] past the bounds | slows the sender (TCP flow control) |
+//! | a slow reader | slows the sender (a receive window within the inbox's bounds) | slows the sender (TCP flow control) |
 //!
 //! An operation a transport does not have is [`SendError::Unsupported`]. Every message gets
 //! exactly one outcome on every transport, whatever happens: a dead peer ends the connection
@@ -158,10 +158,8 @@ pub struct EndpointOptions {
     /// Per connection: whole messages received and not yet read.
     pub message_queue_len: usize,
     /// Per connection: message bytes received and not yet read. With TCP the baselines stop
-    /// reading their socket at the bound (the sender slows); ATP, which has no receiver flow
-    /// control yet, closes the connection
-    /// ([`ConnectionError::ApplicationTooSlow`]) — the inbox then holds at most this plus
-    /// the messages core completed in the same batch.
+    /// reading their socket at the bound (the sender slows); ATP's receive window is at most
+    /// this (see [`crate::atp`]), so its sender slows too.
     pub unread_bytes_max: u64,
     /// Per connection: events waiting for [`Connection::next_event`]; beyond, the oldest
     /// is dropped and the next read is [`ConnectionEvent::Lost`].

@@ -107,6 +107,17 @@ impl Port {
             })
     }
 
+    /// Messages and bytes the application has read from this connection so far (a
+    /// transport with receiver flow control returns their room to the peer).
+    pub(crate) fn taken(&self) -> (u64, u64) {
+        self.inbox.taken()
+    }
+
+    /// Wakes the driver once the application has read `bytes` in total.
+    pub(crate) fn wake_when_taken(&self, bytes: u64) {
+        self.inbox.wake_when_taken(bytes);
+    }
+
     /// Whether the application has room for more (a transport with flow control reads its
     /// socket only then).
     pub(crate) fn has_room(&self) -> bool {

@@ -7,6 +7,7 @@ use super::{ConnectionEvent, Message};
 use crate::driver;
 use crate::error::ConnectionError;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 
@@ -91,8 +92,14 @@ pub(crate) struct Inbox {
     queue: Mailbox<Message>,
     max_messages: usize,
     max_bytes: u64,
-    /// Woken when a read makes room in a full inbox.
+    /// Woken when a read makes room in a full inbox, or passes `wake_at_taken_bytes`.
     driver: Arc<driver::Shared>,
+    /// Messages and bytes the application has read so far (a transport with receiver flow
+    /// control returns their room to its peer's window).
+    taken_messages: AtomicU64,
+    taken_bytes: AtomicU64,
+    /// The driver wants a wake-up once `taken_bytes` reaches this (`u64::MAX`: no).
+    wake_at_taken_bytes: AtomicU64,
 }
 
 impl Inbox {
@@ -102,7 +109,24 @@ impl Inbox {
             max_messages: max_messages.max(1),
             max_bytes: max_bytes.max(1),
             driver,
+            taken_messages: AtomicU64::new(0),
+            taken_bytes: AtomicU64::new(0),
+            wake_at_taken_bytes: AtomicU64::new(u64::MAX),
         }
+    }
+
+    /// Messages and bytes the application has read so far.
+    pub(crate) fn taken(&self) -> (u64, u64) {
+        // Bytes are added before messages, so a reader never sees a message without its
+        // bytes (it may see bytes whose message it counts on the next look).
+        let messages = self.taken_messages.load(Ordering::Acquire);
+        let bytes = self.taken_bytes.load(Ordering::Acquire);
+        (messages, bytes)
+    }
+
+    /// Asks for a driver wake-up once the application has read `bytes` in total.
+    pub(crate) fn wake_when_taken(&self, bytes: u64) {
+        self.wake_at_taken_bytes.store(bytes, Ordering::Release);
     }
 
     fn full(&self, s: &Slots<Message>) -> bool {
@@ -146,8 +170,16 @@ impl Inbox {
                 let was_full = self.full(s);
                 match s.items.pop_front() {
                     Some(m) => {
-                        s.bytes -= m.data.len() as u64;
-                        made_room = was_full && !self.full(s);
+                        let len = m.data.len() as u64;
+                        s.bytes -= len;
+                        let taken = self.taken_bytes.fetch_add(len, Ordering::AcqRel) + len;
+                        self.taken_messages.fetch_add(1, Ordering::AcqRel);
+                        let due = self.wake_at_taken_bytes.load(Ordering::Acquire);
+                        if taken >= due {
+                            self.wake_at_taken_bytes.store(u64::MAX, Ordering::Release);
+                            made_room = true;
+                        }
+                        made_room |= was_full && !self.full(s);
                         Some(Ok(m))
                     }
                     None => s.end.clone().map(Err),
