@@ -14,7 +14,11 @@
 //! silent for [`LivenessConfig::silent_timeout`] is gone and the connection ends (`Idle`),
 //! which gives every live message its outcome. A connection that expects nothing (both sides
 //! quiet) is also closed after [`LivenessConfig::idle_timeout`] without hearing anything,
-//! though its keep-alive PING normally finds a dead peer sooner.
+//! though its keep-alive PING normally finds a dead peer sooner. A side that only receives
+//! (it sends acknowledgements, which expect nothing) would not notice its sender's death
+//! until then, so when the peer's traffic stops it sends one PING after
+//! [`LivenessConfig::quiet_probe`]: a live peer answers and both stay quiet; a dead one
+//! leaves it waiting, and it ends the connection `silent_timeout` later.
 //!
 //! A dead peer and a link that carries nothing cannot be told apart: a path that is up but
 //! silent for longer than `silent_timeout` (a trace with zero rate for 30 s) ends the
@@ -42,6 +46,9 @@ pub struct LivenessConfig {
     /// How long a peer may leave this side waiting for an answer before the connection
     /// ends: the longest outage ridden out.
     pub silent_timeout: Duration,
+    /// Quiet after the peer's last own traffic (data, cancels, probes) before one PING
+    /// checks that it is still there.
+    pub quiet_probe: Duration,
 }
 
 impl Default for LivenessConfig {
@@ -51,6 +58,7 @@ impl Default for LivenessConfig {
             keepalive: Duration::from_secs(10),
             probe_interval_max: Duration::from_secs(1),
             silent_timeout: Duration::from_secs(8),
+            quiet_probe: Duration::from_secs(1),
         }
     }
 }
@@ -67,6 +75,10 @@ pub struct Liveness {
     /// While the peer is silent: when the next PING is due and the interval after it.
     probe: Option<(Time, Duration)>,
     probes_sent: u64,
+    /// When the peer last sent traffic of its own (not an answer), and whether the quiet
+    /// PING after it was sent.
+    last_activity: Option<Time>,
+    quiet_checked: bool,
 }
 
 impl Liveness {
@@ -79,7 +91,32 @@ impl Liveness {
             waiting_since: None,
             probe: None,
             probes_sent: 0,
+            last_activity: None,
+            quiet_checked: false,
         }
+    }
+
+    /// The peer sent traffic of its own (DATA, CANCEL, PROBE), not an answer or a PING: once
+    /// it stops, one quiet PING checks it is still there.
+    pub fn on_activity(&mut self, now: Time) {
+        self.last_activity = Some(self.last_activity.map_or(now, |t| t.max(now)));
+        self.quiet_checked = false;
+    }
+
+    /// Whether the quiet PING is due (the peer's traffic stopped `quiet_probe` ago and this
+    /// side is not already waiting for an answer).
+    pub fn quiet_ping_due(&self, now: Time) -> bool {
+        !self.quiet_checked
+            && self.waiting_since.is_none()
+            && self
+                .last_activity
+                .is_some_and(|t| now >= t + self.config.quiet_probe)
+    }
+
+    /// The quiet PING went out.
+    pub fn on_quiet_ping(&mut self, now: Time) {
+        self.quiet_checked = true;
+        self.on_sent(now, true);
     }
 
     /// Something arrived from the peer: the wait (and any probing) is over.
@@ -154,6 +191,12 @@ impl Liveness {
     pub fn poll_timeout(&self, rto: Duration) -> Time {
         let mut t = (self.last_sent + self.config.keepalive)
             .min(self.last_heard + self.config.idle_timeout);
+        if !self.quiet_checked
+            && self.waiting_since.is_none()
+            && let Some(a) = self.last_activity
+        {
+            t = t.min(a + self.config.quiet_probe);
+        }
         if let Some(w) = self.waiting_since {
             t = t.min(w + self.config.silent_timeout);
             t = t.min(match self.probe {
@@ -210,6 +253,26 @@ mod tests {
         let ms: Vec<u128> = gaps.iter().map(|g| g.as_millis()).collect();
         assert_eq!(ms[..5], [0, 200, 400, 800, 1000], "doubling up to the cap");
         assert!(l.probes_sent() <= 12, "a handful of small probes: {ms:?}");
+    }
+
+    #[test]
+    fn test_one_quiet_ping_after_the_peers_traffic_stops() {
+        let mut l = Liveness::new(LivenessConfig::default(), Time::ZERO);
+        l.on_activity(Time::from_millis(500));
+        l.on_heard(Time::from_millis(500));
+        assert!(!l.quiet_ping_due(Time::from_millis(1499)));
+        assert_eq!(l.poll_timeout(RTO), Time::from_millis(1500));
+        assert!(l.quiet_ping_due(Time::from_millis(1500)));
+        l.on_quiet_ping(Time::from_millis(1500));
+        // Answered: quiet until the keep-alive, no second quiet PING.
+        l.on_heard(Time::from_millis(1510));
+        assert!(!l.quiet_ping_due(Time::from_secs(5)));
+        // Not answered (a dead sender): silent, then dead 8 s after the PING.
+        let mut dead = Liveness::new(LivenessConfig::default(), Time::ZERO);
+        dead.on_activity(Time::from_millis(500));
+        dead.on_quiet_ping(Time::from_millis(1500));
+        assert!(dead.is_silent(Time::from_millis(1700), RTO));
+        assert!(dead.is_dead(Time::from_millis(9500)));
     }
 
     #[test]

@@ -2,7 +2,18 @@
 //! connection or one per level) and [`RecordReceiver`] (each accepted TCP connection) over
 //! non-blocking kernel TCP sockets. Records out while core allows and the socket takes them;
 //! acknowledgement bytes in; records in while the application has room; one acknowledgement
-//! byte out per delivered message. No protocol decision is made here.
+//! byte out per delivered message — the bytes of one wake-up's messages in one write, with
+//! Nagle off, so no acknowledgement waits on Nagle or a delayed ACK. No protocol decision is
+//! made here.
+//!
+//! # A dead peer
+//! Kernel TCP notices a peer that closed or reset (end of stream, `ECONNRESET`), but not one
+//! that vanished (a dead host, a link down): it would retransmit for many minutes. Every
+//! stream therefore gets `TCP_USER_TIMEOUT` ([`PEER_TIMEOUT`]: data unacknowledged that long
+//! ends the connection, the same 8 s ATP's `silent_timeout` gives a silent peer) and
+//! keep-alives (first after [`KEEPALIVE_IDLE`] of quiet, then every second), so the
+//! connection ends with an error, every live message gets its outcome (`Abandoned`, or
+//! `Expired` for NAI-MTCP timers that fired first) and the end is logged.
 
 use super::link::Link;
 use super::{BaselineOptions, READ_CHUNK_BYTES};
@@ -41,6 +52,36 @@ const READS_PER_WAKE: usize = 4;
 /// Acknowledgement bytes a receiver holds for a peer that does not read them before it
 /// stops reading that peer's records.
 const MAX_PENDING_ACK_BYTES: usize = 64 << 10;
+/// How long written data may stay unacknowledged by the peer's TCP before the connection is
+/// ended as dead (`TCP_USER_TIMEOUT`).
+pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(8);
+/// Quiet time before the first keep-alive probe; then one a second, five unanswered end it.
+pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+
+/// Makes kernel TCP notice a vanished peer (see the module docs). Best effort: a platform
+/// without these options keeps TCP's own (much longer) timeouts.
+fn watch_peer(stream: &TcpStream) {
+    let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
+    let set = |level: libc::c_int, opt: libc::c_int, value: libc::c_int| {
+        // SAFETY: setsockopt reads one int of the given size from the pointer.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                opt,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    let ms = |d: Duration| libc::c_int::try_from(d.as_millis()).unwrap_or(libc::c_int::MAX);
+    let secs = |d: Duration| libc::c_int::try_from(d.as_secs()).unwrap_or(libc::c_int::MAX);
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms(PEER_TIMEOUT));
+    let _ = set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE));
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 5);
+}
 
 /// One connection's side of the baseline.
 enum Role {
@@ -134,6 +175,7 @@ impl BaselineDriver {
             return;
         }
         let _ = stream.set_nodelay(true);
+        watch_peer(&stream);
         let id = self.next_id;
         self.next_id += 1;
         let (port, conn) = self.handles.open(id, peer);
@@ -169,6 +211,10 @@ impl BaselineDriver {
         let id = self.next_id;
         self.next_id += 1;
         let (port, conn) = self.handles.open(id, peer);
+        for s in &streams {
+            let _ = s.set_nodelay(true);
+            watch_peer(s);
+        }
         let links = streams.into_iter().map(Link::new).collect();
         let role = Role::Sender {
             sender,
@@ -263,6 +309,7 @@ impl BaselineDriver {
             }
         }
         let why = conn.port.closing().cloned().unwrap_or(why);
+        tracing::info!(id, error = %why, "baseline connection ended");
         conn.port.end(why);
     }
 
@@ -402,7 +449,11 @@ fn write_records(
             if !link.write_pending().map_err(ConnectionError::from_io)? {
                 break;
             }
-            let unacked = send_queue_bytes(link.fd()).unwrap_or(0);
+            let unacked = if sender.config().send_buffer_bytes == u64::MAX {
+                0 // the socket's own buffer: it takes what it can, `write_pending` says when
+            } else {
+                send_queue_bytes(link.fd()).unwrap_or(0)
+            };
             let Some(out) = link.next_out() else {
                 break;
             };
@@ -484,7 +535,9 @@ impl Protocol for BaselineDriver {
                     .into_iter()
                     .chain(*draining_until)
                     .for_each(&mut at);
-                if sender.live_messages() > 0 {
+                // Only a modelled send buffer needs polling: with the socket's own, the
+                // socket's writability wakes the loop.
+                if sender.live_messages() > 0 && sender.config().send_buffer_bytes != u64::MAX {
                     at(self.last_now + ROOM_POLL);
                 }
             }

@@ -195,6 +195,8 @@ impl AtpConnection {
                 }
                 // A PING asks for an acknowledgement (which carries the window): the peer
                 // probes a silent path, a closed window, or keeps the connection alive.
+                // (A PING is not the peer's own traffic: two quiet sides would PING each
+                // other forever.)
                 SessionRepr::Ping { client_id } if client_id == self.client_id => {
                     self.receiver.request_ack();
                 }
@@ -207,6 +209,7 @@ impl AtpConnection {
         let payload = bytes.get(repr.buffer_len()..).unwrap_or_default();
         match repr {
             SppRepr::Data(_) | SppRepr::Cancel(_) | SppRepr::Probe(_) => {
+                self.liveness.on_activity(now);
                 self.receiver.handle_datagram_payload(now, &repr, payload);
             }
             SppRepr::Ack(_) | SppRepr::Report(_) => {
@@ -291,6 +294,11 @@ impl AtpConnection {
             }
         } else {
             self.window_probe = None;
+        }
+        if self.liveness.quiet_ping_due(now) {
+            // The peer's traffic stopped: is it still there?
+            self.liveness.on_quiet_ping(now);
+            return self.ping(buf);
         }
         if self.liveness.ping_due(now) {
             return self.ping(buf);

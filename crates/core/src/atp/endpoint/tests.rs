@@ -501,6 +501,45 @@ fn test_dead_server_timers_fire_on_time_survivor_only_pings_and_frees_the_connec
     assert!(late.len() <= 12, "probes backed off: {} sent", late.len());
 }
 
+/// The client dies mid-transfer: the server, which only receives (its acknowledgements
+/// expect nothing), notices with one PING once the data stops, and frees the connection
+/// within `quiet_probe + silent_timeout`.
+#[test]
+fn test_dead_client_is_noticed_by_a_receiving_server() {
+    let mut w = Wire::new(0.0);
+    let (c, s) = connected(&mut w);
+    let conn = w.client.connection_mut(c).expect("open");
+    for _ in 0..50 {
+        let _ = conn.sender_mut().submit_bytes(
+            w.now,
+            QueueId(0),
+            vec![5; 30_000],
+            SendOptions::default(),
+        );
+    }
+    w.run_until(w.now + Duration::from_millis(300));
+    w.loss = 1.0;
+    let t0 = w.now;
+    let mut closed_at = None;
+    let before = w.server_events.len();
+    while w.now < t0 + Duration::from_secs(15) && closed_at.is_none() {
+        w.run_until(w.now + Duration::from_millis(10));
+        closed_at = w.server_events[before..]
+            .iter()
+            .any(|e| {
+                matches!(e, EndpointEvent::Connection(id, ConnEvent::Closed(CloseReason::Idle)) if *id == s)
+            })
+            .then_some(w.now);
+    }
+    let closed_at = closed_at.expect("the server ended the connection");
+    assert!(
+        closed_at - t0 <= Duration::from_millis(9_500),
+        "freed {:?} after the client died",
+        closed_at - t0
+    );
+    assert!(w.server.connection(s).is_none());
+}
+
 /// A link down for 5 s (shorter than `silent_timeout`) is ridden out: the connection stays,
 /// sending resumes when the PINGs are answered, and every message is delivered.
 #[test]
