@@ -251,9 +251,11 @@ fn check_outcomes(t: Transport, sent: &[Arc<Mutex<Sent>>], fired: &[(Instant, In
     );
 }
 
-async fn server_killed(link: &Link, t: Transport, port: u16) {
+/// A server process inside the namespace and this process's connection to it (the client
+/// endpoint is returned so that it lives as long as the connection is used).
+async fn to_child_server(link: &Link, t: Transport, port: u16) -> (Child, Endpoint, Connection) {
     let addr = SocketAddr::new(link.b_ip.parse().unwrap(), port);
-    let mut peer = spawn_child(link, "server", t, addr);
+    let peer = spawn_child(link, "server", t, addr);
     let client = Endpoint::bind(
         SocketAddr::new(link.a_ip.parse().unwrap(), 0),
         EndpointOptions::client(t),
@@ -263,13 +265,23 @@ async fn server_killed(link: &Link, t: Transport, port: u16) {
         .await
         .expect("in time")
         .expect("connected");
-    let ended = {
-        let conn = conn.clone();
-        tokio::spawn(async move {
-            let why = conn.closed().await;
-            (Instant::now(), why)
-        })
-    };
+    (peer, client, conn)
+}
+
+/// When, and why, the connection ends.
+fn end_time(
+    conn: &Connection,
+) -> tokio::task::JoinHandle<(Instant, adaptnet_runtime::ConnectionError)> {
+    let conn = conn.clone();
+    tokio::spawn(async move {
+        let why = conn.closed().await;
+        (Instant::now(), why)
+    })
+}
+
+async fn server_killed(link: &Link, t: Transport, port: u16) {
+    let (mut peer, _client, conn) = to_child_server(link, t, port).await;
+    let ended = end_time(&conn);
     let killed: Arc<Mutex<Option<(Instant, u64)>>> = Arc::default();
     let k = killed.clone();
     let host = link.host.clone();
@@ -338,13 +350,7 @@ async fn client_killed(link: &Link, t: Transport, port: u16) {
         let conn = conn.clone();
         tokio::spawn(async move { while conn.recv().await.is_ok() {} })
     };
-    let ended = {
-        let conn = conn.clone();
-        tokio::spawn(async move {
-            let why = conn.closed().await;
-            (Instant::now(), why)
-        })
-    };
+    let ended = end_time(&conn);
     tokio::time::sleep(Duration::from_secs(1)).await;
     kill(&mut peer);
     let at = Instant::now();
@@ -372,17 +378,7 @@ async fn client_killed(link: &Link, t: Transport, port: u16) {
 }
 
 async fn link_down(link: &Link, t: Transport, port: u16) {
-    let addr = SocketAddr::new(link.b_ip.parse().unwrap(), port);
-    let mut peer = spawn_child(link, "server", t, addr);
-    let client = Endpoint::bind(
-        SocketAddr::new(link.a_ip.parse().unwrap(), 0),
-        EndpointOptions::client(t),
-    )
-    .expect("bind");
-    let conn = timeout(Duration::from_secs(10), client.connect(addr))
-        .await
-        .expect("in time")
-        .expect("connected");
+    let (mut peer, _client, conn) = to_child_server(link, t, port).await;
     let host = link.host.clone();
     let down = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_secs(1));

@@ -36,6 +36,9 @@ use std::net::SocketAddr;
 /// Largest message a receiver accepts by default (bytes); a record declaring more ends the
 /// connection as a protocol violation.
 pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
+/// Messages a baseline connection may have written whole and awaiting their
+/// acknowledgement byte, by default (see [`BaselineOptions::new`]).
+pub const MAX_UNACKED_MESSAGES: usize = 64;
 /// Most bytes read from one TCP connection in one read (and so what one read can add past
 /// the receiver's bounds).
 pub const READ_CHUNK_BYTES: usize = 64 << 10;
@@ -53,16 +56,23 @@ pub struct BaselineOptions {
 
 impl BaselineOptions {
     /// The options of `transport` (a baseline; ATP is taken as NAI-TCP) with core's default
-    /// number of priority levels. The blocking send's buffer is the kernel socket's own
-    /// (`send_buffer_bytes` unlimited): a record is written while the socket takes it, and
-    /// the driver waits for the socket to become writable — no polling of the kernel's
-    /// queue, which at 1 ms a poll capped NAI-TCP at 0.12 Gbit/s on loopback. Set a finite
-    /// `send_buffer_bytes` (the simulator's FreeBSD 32 KB) to model a small buffer; the
-    /// driver then polls the kernel's queue every millisecond while messages are live.
+    /// number of priority levels, as fair baselines on a real path:
+    ///
+    /// * The blocking send's buffer is the kernel socket's own (`send_buffer_bytes`
+    ///   unlimited): a record is written while the socket takes it, and the driver waits
+    ///   for the socket to become writable — no polling of the kernel's queue, which at 1 ms
+    ///   a poll capped NAI-TCP at 0.12 Gbit/s on loopback. Set a finite `send_buffer_bytes`
+    ///   (the simulator's FreeBSD 32 KB) to model a small buffer; the driver then polls the
+    ///   kernel's queue every millisecond while messages are live.
+    /// * The send call returns once a message is written whole, up to
+    ///   [`MAX_UNACKED_MESSAGES`] awaiting their acknowledgement byte
+    ///   (`max_unacked_messages`; the paper's and the simulator's 1 waits a round trip per
+    ///   message). Outcomes still come with the acknowledgements, in order.
     pub fn new(transport: Transport) -> BaselineOptions {
         let kind = transport.baseline_kind().unwrap_or(BaselineKind::NaiTcp);
         let mut config = BaselineConfig::new(kind, NaiConfig::default().levels);
         config.send_buffer_bytes = u64::MAX;
+        config.max_unacked_messages = MAX_UNACKED_MESSAGES;
         BaselineOptions {
             config,
             max_message_bytes: MAX_MESSAGE_BYTES,

@@ -90,6 +90,14 @@ pub struct BaselineConfig {
     /// Most bytes of messages submitted with their data
     /// ([`BaselineSender::submit_bytes`]) held at once.
     pub max_buffered_bytes: u64,
+    /// Fully written messages a connection may have awaiting their acknowledgement byte
+    /// while it writes the next. 1 (the default) is the paper's NAI-TCP: the send call
+    /// returns only when the acknowledgement arrives (§5.2), one message per round trip.
+    /// More lets the send call return once the message is written whole, as a blocking TCP
+    /// write does, and only the outcome waits for the acknowledgement: the acknowledgement
+    /// no longer throttles (a real engine's fair baseline on a fast path; see the runtime's
+    /// `BaselineOptions`). The half-timeout rule applies when the send call returns.
+    pub max_unacked_messages: usize,
 }
 
 impl BaselineConfig {
@@ -102,6 +110,7 @@ impl BaselineConfig {
             max_record_bytes: 8 * 1024,
             max_messages: 65_536,
             max_buffered_bytes: 64 << 20,
+            max_unacked_messages: 1,
         }
     }
 }
@@ -393,7 +402,13 @@ impl BaselineSender {
             }
         };
         if written >= m.size {
-            return None; // waiting for the acknowledgement: the send call has not returned
+            let c = &mut self.conns[conn];
+            if c.awaiting_ack.len() >= self.config.max_unacked_messages.max(1) {
+                return None; // waiting for the acknowledgement: the send call has not returned
+            }
+            // The send call returned (pipelined): the next message starts on this call.
+            c.sending = None;
+            return self.poll_transmit(now, conn, unacked_bytes);
         }
         let chunk = (m.size - written).min(u64::from(self.config.max_record_bytes));
         if header + chunk > room && unacked_bytes > 0 {
@@ -508,6 +523,9 @@ impl BaselineSender {
                     } else {
                         self.stats.expired_after_written += 1;
                     }
+                } else if conn.awaiting_ack.contains(&id) {
+                    // Written whole (pipelined sends): only its acknowledgement is awaited.
+                    self.stats.expired_after_written += 1;
                 }
             }
         }
