@@ -11,7 +11,9 @@
 //! RETRY  (0x21): client_id u64 | token_len u8 | token
 //! ACCEPT (0x22): client_id u64
 //! CLOSE  (0x23): client_id u64 | reason u8
-//! PING   (0x24): client_id u64
+//! PING   (0x24): client_id u64      (asks the peer for an SPP acknowledgement, which
+//!                                    carries its window: keep-alive, silent-peer and
+//!                                    closed-window probe in one)
 //! ```
 //!
 //! `parse` never panics on any input; `emit` fails cleanly on a short buffer.
@@ -102,7 +104,8 @@ pub enum SessionRepr {
         /// Why.
         reason: CloseReason,
     },
-    /// Keep-alive: refreshes the peer's idle timer.
+    /// Keep-alive and probe: refreshes the peer's idle timer and asks it for an
+    /// acknowledgement (see [`crate::session::Liveness`]).
     Ping {
         /// The connection's client id.
         client_id: u64,
