@@ -34,9 +34,9 @@
 //!   grants/`notify`/`update`/`query`/`close`/`change_rate`, probes between hosts over UDP;
 //! * [`stream`]: core's TCP over UDP as `AsyncRead + AsyncWrite`, NewReno or CM-delegated.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
-//!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
+//!   [`TpbaSender::connect(addr, options)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
-//!   [`TpbaReceiver::bind(addr)`](tpba::TpbaReceiver::bind),
+//!   [`TpbaReceiver::bind(addr, options)`](tpba::TpbaReceiver::bind),
 //!   [`recv()`](tpba::TpbaReceiver::recv) yielding whole ADUs in order — with the
 //!   rate-probing period reading snd_una's progress from Linux `TCP_INFO` ([`tcpinfo`]).
 //!

@@ -31,7 +31,7 @@
 //! `Abandoned`: the client learns a dead server from its acknowledgement stream.
 
 mod driver;
-mod link;
+pub(crate) mod link;
 
 use crate::error::ConnectError;
 use crate::message::{Endpoint, EndpointOptions, Transport, TransportOptions};
