@@ -82,7 +82,7 @@ fn a_missing_server_is_reported_at_once_on_every_transport() {
 /// The same across a namespace link: the ICMP error crosses a real (veth) path.
 #[test]
 fn a_missing_server_across_a_namespace_link_is_reported_at_once() {
-    use adaptnet_runtime::netns::NetnsLink;
+    use adaptnet_testbed::netns::NetnsLink;
     let link = match NetnsLink::create("rst", 173) {
         Ok(l) => l,
         Err(e) => {

@@ -23,8 +23,9 @@ use adaptnet_runtime::SendError;
 use adaptnet_runtime::message::{
     Endpoint, EndpointOptions, MessageHandle, Transport, unspecified_for,
 };
-use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions, jain_index};
+use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
 use adaptnet_runtime::tcpinfo;
+use adaptnet_testbed::jain_index;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::net::SocketAddr;

@@ -28,8 +28,8 @@
 use adaptnet_core::env::{ActionTable, Level, LevelMask, Name, Param, TcpAction, Watermarks};
 use adaptnet_experiments::report::table::Table;
 use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
-use adaptnet_runtime::loopback::cpu_time;
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_testbed::loopback::cpu_time;
+use adaptnet_testbed::netns::NetnsLink;
 use anyhow::{Context, Result, anyhow};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
