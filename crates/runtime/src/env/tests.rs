@@ -128,17 +128,21 @@ async fn test_status_right_key_changes_param_wrong_key_and_replay_rejected() {
     assert_eq!(monitor.stats().status_accepted, 2);
 }
 
-#[tokio::test]
-async fn test_unconfigured_peer_is_rejected() {
-    let config = EnvOptions {
+/// `lo` followed, and a status receiver that accepts no peer.
+fn lo_with_status_of_nobody() -> EnvOptions {
+    EnvOptions {
         interfaces: vec!["lo".into()],
         status: Some(StatusConfig {
             listen: "127.0.0.1:0".parse().expect("addr"),
             peers: Vec::new(),
         }),
         ..EnvOptions::default()
-    };
-    let monitor = EnvMonitor::start(config).expect("start");
+    }
+}
+
+#[tokio::test]
+async fn test_unconfigured_peer_is_rejected() {
+    let monitor = EnvMonitor::start(lo_with_status_of_nobody()).expect("start");
     let to = monitor.status_addr().expect("bound");
     let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
         .await
@@ -390,15 +394,7 @@ async fn test_veth_down_and_up_are_polled_availability_events_within_2s() {
 /// `wait_idle` returns; a subscriber reads what was queued, then its stream ends.
 #[tokio::test]
 async fn test_close_stops_every_task_and_ends_streams() {
-    let config = EnvOptions {
-        interfaces: vec!["lo".into()],
-        status: Some(StatusConfig {
-            listen: "127.0.0.1:0".parse().expect("addr"),
-            peers: Vec::new(),
-        }),
-        ..EnvOptions::default()
-    };
-    let monitor = EnvMonitor::start(config).expect("start");
+    let monitor = EnvMonitor::start(lo_with_status_of_nobody()).expect("start");
     let mut events = monitor
         .subscribe("eth-test", Param::Cost, LevelMask::ALL)
         .expect("subscribe");
