@@ -121,13 +121,13 @@ pub fn serve(a: &ServeArgs) -> Result<ExitCode> {
 async fn run(a: &ServeArgs) -> Result<ExitCode> {
     let listen = addr::resolve(&a.listen).await?;
     addr::next_port(listen)?;
-    let atp = Endpoint::bind(listen, atp_options(a))
+    let atp = Endpoint::bind(listen, server_options(Transport::Atp, a))
         .with_context(|| format!("binding ATP on UDP {listen}"))?;
     let base = atp.local_addr();
     let bulk_at = addr::next_port(base)?;
     eprintln!("adaptnet: ATP server listening on {base} (UDP)");
     // The NAI-TCP / NAI-MTCP baselines on the same port number, over TCP.
-    let tcp = Endpoint::bind(base, baseline_options(a))
+    let tcp = Endpoint::bind(base, server_options(Transport::NaiTcp, a))
         .with_context(|| format!("binding NAI-TCP on TCP {base}"))?;
     eprintln!("adaptnet: NAI-TCP/MTCP server listening on {base} (TCP)");
     let mut stream_options = StreamOptions::server();
@@ -291,21 +291,17 @@ fn release_freed_memory() {
     }
 }
 
-fn atp_options(a: &ServeArgs) -> EndpointOptions {
-    let mut o = EndpointOptions::server(Transport::Atp);
+/// A server endpoint of `transport` with `serve`'s limits. A burst of connections waits in
+/// the accept queue for the listener task rather than being refused.
+fn server_options(transport: Transport, a: &ServeArgs) -> EndpointOptions {
+    let mut o = EndpointOptions::server(transport);
+    o.accept_queue_len = a.max_connections;
     if let Some(atp) = o.atp_mut() {
         atp.core.max_connections = a.max_connections;
         atp.core.liveness.idle_timeout = a.idle_timeout;
         // Our keep-alives stay well inside the timeout (core's liveness asks for that).
         atp.core.liveness.keepalive = atp.core.liveness.keepalive.min(a.idle_timeout / 3);
     }
-    o
-}
-
-fn baseline_options(a: &ServeArgs) -> EndpointOptions {
-    let mut o = EndpointOptions::server(Transport::NaiTcp);
-    // A burst of connections waits here for the listener task, not in refusals.
-    o.accept_queue_len = a.max_connections;
     if let Some(b) = o.baseline_mut() {
         b.max_connections = a.max_connections;
         b.idle_timeout = Some(a.idle_timeout);
