@@ -63,7 +63,8 @@ struct Tally {
     idle_closed: AtomicU64,
     /// Connections refused at the limit (the sinks'; the endpoints count their own).
     refused: AtomicU64,
-    /// Accepts that failed (out of descriptors …) and were retried.
+    /// Accepts of the TCP bulk sink that failed (out of descriptors …) and were retried
+    /// (NAI-TCP's listener logs its own).
     accept_errors: AtomicU64,
 }
 
@@ -197,14 +198,14 @@ async fn run(a: &ServeArgs) -> Result<ExitCode> {
             "connections_accepted": Tally::get(&tally.accepted),
             "connections_refused": refused,
             "connections_idle_closed": Tally::get(&tally.idle_closed),
-            "accept_errors": Tally::get(&tally.accept_errors),
+            "tcp_sink_accept_errors": Tally::get(&tally.accept_errors),
             "endpoint": core,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
             "stopped ({why}) after {seconds:.1} s: received {} messages, {} bytes, {} bulk bytes; \
-             connections: {} accepted, {} refused (limit or accept queue), {} closed idle; {} failed accepts; \
+             connections: {} accepted, {} refused (limit or accept queue), {} closed idle; {} failed accepts on the TCP sink; \
              ATP dropped {} malformed datagrams, {} from unknown peers",
             per_level.iter().sum::<u64>(),
             Tally::get(&tally.bytes),

@@ -145,6 +145,7 @@ impl TpbaSender {
     /// `f_close`: sends every complete ADU (an unterminated one is discarded), waits until
     /// TCP has acknowledged all of its bytes, closes the TCP connection and returns the
     /// final statistics.
+    /// The flow closes for every clone of this handle.
     pub async fn finish(self) -> Result<SenderStats, TpbaError> {
         self.request(|reply| Command::Finish { reply }).await?;
         self.wait_idle().await;
