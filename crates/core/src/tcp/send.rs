@@ -404,7 +404,10 @@ impl SendHalf {
         self.rtx_until = self.max;
         self.nxt = self.una;
         self.in_flight.clear();
-        self.backoffs = self.backoffs.saturating_add(1);
+        // RFC 6298 §5.5 backs the timer off, unless the controller froze it (periodic probes).
+        if !self.cc.freezes_rto() {
+            self.backoffs = self.backoffs.saturating_add(1);
+        }
     }
 
     fn restart_rto(&mut self, now: Time) {
