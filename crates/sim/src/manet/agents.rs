@@ -7,6 +7,7 @@ use crate::agents::tcp::{TcpReceiver, TcpSender};
 use crate::packet::{Addr, Packet};
 use adaptnet_core::Time;
 use adaptnet_core::adtcp::receiver::Identification;
+use adaptnet_core::adtcp::{Receiver, ReceiverConfig};
 use adaptnet_core::tcp::{Connection, TcpConfig};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -141,15 +142,26 @@ pub struct IdLogReceiver {
     inner: TcpReceiver,
     log: Vec<(Time, Identification)>,
     seen: u64,
+    /// A non-default ADTCP receiver configuration, installed when the connection opens.
+    rsd: Option<ReceiverConfig>,
 }
 
 impl IdLogReceiver {
-    /// A receiver on `local` accepting a connection from `remote`.
-    pub fn new(local: Addr, remote: Addr, config: TcpConfig, isn: u32) -> IdLogReceiver {
+    /// A receiver on `local` accepting a connection from `remote`; `receiver`, if given,
+    /// replaces the default ADTCP receiver configuration (an invalid one is ignored: the path
+    /// validated it).
+    pub fn new(
+        local: Addr,
+        remote: Addr,
+        config: TcpConfig,
+        isn: u32,
+        receiver: Option<ReceiverConfig>,
+    ) -> IdLogReceiver {
         IdLogReceiver {
             inner: TcpReceiver::new(local, remote, config, isn),
             log: Vec::new(),
             seen: 0,
+            rsd: receiver,
         }
     }
 
@@ -167,6 +179,14 @@ impl IdLogReceiver {
 impl Agent for IdLogReceiver {
     fn handle_packet(&mut self, now: Time, packet: Packet) {
         self.inner.handle_packet(now, packet);
+        // Before the first data segment: the connection opens on the SYN.
+        if let Some(cfg) = self.rsd
+            && let Some(conn) = self.inner.connection_mut()
+            && conn.adtcp_receiver().is_some()
+        {
+            conn.set_adtcp_receiver(Receiver::new(cfg).ok());
+            self.rsd = None;
+        }
         if let Some(rx) = self.inner.connection().and_then(Connection::adtcp_receiver)
             && rx.intervals() > self.seen
         {
