@@ -1,10 +1,12 @@
 //! Throughput of NewReno, ADTCP and TCP-ELFN across mobility speeds (papers/004 §5.1, its
 //! Figure 6): (a) mobility only, (b) mobility and channel error, (c) mobility, channel error
 //! and competing CBR flows. One TCP flow per run; the three protocols see the same mobility
-//! and loss draws at each (speed, seed) — a paired comparison.
+//! and loss draws at each (speed, seed) — a paired comparison: the ratios are taken per seed,
+//! then averaged, each with its 95 % interval.
 
-use super::{Params, json, mean, run_path, run_seed};
+use super::{Params, json, run_path, run_seed};
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_sim::manet::Protocol;
@@ -25,15 +27,19 @@ pub const CASES: [(&str, bool, bool); 3] = [
 /// The protocols compared.
 pub const PROTOCOLS: [Protocol; 3] = [Protocol::NewReno, Protocol::Adtcp, Protocol::Elfn];
 
-/// One (case, speed) row: mean goodput per protocol over the seeds.
+/// One (case, speed) row: goodput per protocol over the seeds.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     /// Case name.
     pub case: &'static str,
     /// Speed, m/s.
     pub speed_m_per_s: f64,
-    /// Mean goodput, bit/s, in [`PROTOCOLS`] order.
-    pub goodput_bps: [f64; 3],
+    /// Goodput, bit/s, in [`PROTOCOLS`] order.
+    pub goodput_bps: [Spread; 3],
+    /// ADTCP / NewReno, per seed.
+    pub adtcp_over_newreno: Spread,
+    /// ADTCP / ELFN, per seed.
+    pub adtcp_over_elfn: Spread,
     /// ADTCP's reactions summed over the seeds.
     pub adtcp_reactions: BTreeMap<String, u64>,
     /// Mean path breaks per run: (route changes, disconnections).
@@ -88,10 +94,20 @@ impl Experiment for Throughput {
                         progress(done / total);
                     }
                 }
+                let ratio = |a: &[f64], b: &[f64]| {
+                    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect();
+                    Spread::of(&r)
+                };
                 rows.push(Row {
                     case,
                     speed_m_per_s: speed,
-                    goodput_bps: [mean(&samples[0]), mean(&samples[1]), mean(&samples[2])],
+                    goodput_bps: [
+                        Spread::of(&samples[0]),
+                        Spread::of(&samples[1]),
+                        Spread::of(&samples[2]),
+                    ],
+                    adtcp_over_newreno: ratio(&samples[1], &samples[0]),
+                    adtcp_over_elfn: ratio(&samples[1], &samples[2]),
                     adtcp_reactions: reactions,
                     episodes,
                 });
@@ -121,21 +137,26 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "ADTCP/ELFN",
         "paper's claim",
     ]);
+    let kbit = |s: &Spread| format!("{:.0} ± {:.0}", s.mean / 1e3, s.half_width_95 / 1e3);
     for row in rows {
-        let [nr, ad, el] = row.goodput_bps;
+        let [nr, ad, el] = &row.goodput_bps;
         t.row([
             row.case.to_string(),
             format!("{:.0}", row.speed_m_per_s),
             format!("{:.1}/{:.1}", row.episodes.0, row.episodes.1),
-            format!("{:.0}", nr / 1e3),
-            format!("{:.0}", ad / 1e3),
-            format!("{:.0}", el / 1e3),
-            format!("{:.2}", ad / nr.max(1e-9)),
-            format!("{:.2}", ad / el.max(1e-9)),
+            kbit(nr),
+            kbit(ad),
+            kbit(el),
+            format!("{:.2}", row.adtcp_over_newreno),
+            format!("{:.2}", row.adtcp_over_elfn),
             "ADTCP >> NewReno, ADTCP ≈ ELFN".to_string(),
         ]);
     }
-    r.table("Mean goodput per run", "throughput", t);
+    r.table(
+        "Goodput per run and paired ratios (mean ± 95 % interval over seeds)",
+        "throughput",
+        t,
+    );
     let mut re = Table::new([
         "case",
         "speed m/s",
@@ -176,7 +197,7 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
                         .map(|x| {
                             (
                                 x.speed_m_per_s,
-                                x.goodput_bps.get(j).copied().unwrap_or(0.0) / 1e3,
+                                x.goodput_bps.get(j).map_or(0.0, |s| s.mean) / 1e3,
                             )
                         })
                         .collect(),

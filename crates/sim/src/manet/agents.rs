@@ -144,6 +144,10 @@ pub struct IdLogReceiver {
     seen: u64,
     /// A non-default ADTCP receiver configuration, installed when the connection opens.
     rsd: Option<ReceiverConfig>,
+    /// One past the highest data byte received (sequence space), once data has arrived.
+    highest: Option<u32>,
+    /// When a data segment arrived above a gap (the receiver sees a loss, or reordering).
+    holes: Vec<Time>,
 }
 
 impl IdLogReceiver {
@@ -162,6 +166,36 @@ impl IdLogReceiver {
             log: Vec::new(),
             seen: 0,
             rsd: receiver,
+            highest: None,
+            holes: Vec::new(),
+        }
+    }
+
+    /// When data segments arrived above a gap in the sequence space — the moments the receiver
+    /// learns of a loss (its first duplicate ACK), or of reordering — in time order.
+    pub fn hole_detections(&self) -> &[Time] {
+        &self.holes
+    }
+
+    /// Notes a data segment's place in the sequence space before the stream takes it.
+    fn note_segment(&mut self, now: Time, packet: &Packet) {
+        if packet.payload_len == 0 {
+            return;
+        }
+        let Ok(repr) = adaptnet_core::tcp::TcpRepr::parse(&packet.header) else {
+            return;
+        };
+        let end = repr.seq.wrapping_add(packet.payload_len);
+        // Serial-number comparison (RFC 1982): `a` after `b` within half the space.
+        let after = |a: u32, b: u32| a != b && a.wrapping_sub(b) < 0x8000_0000;
+        match self.highest {
+            Some(high) if after(repr.seq, high) => {
+                self.holes.push(now);
+                self.highest = Some(end);
+            }
+            Some(high) if after(end, high) => self.highest = Some(end),
+            Some(_) => {}
+            None => self.highest = Some(end),
         }
     }
 
@@ -178,6 +212,7 @@ impl IdLogReceiver {
 
 impl Agent for IdLogReceiver {
     fn handle_packet(&mut self, now: Time, packet: Packet) {
+        self.note_segment(now, &packet);
         self.inner.handle_packet(now, packet);
         // Before the first data segment: the connection opens on the SYN.
         if let Some(cfg) = self.rsd
