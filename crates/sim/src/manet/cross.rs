@@ -156,7 +156,8 @@ impl Agent for OnOffSender {
         let gap = self.mean_gap_s();
         let next = at + exp_s(&mut self.rng, gap);
         self.next_at = (next < self.switch_at).then_some(next);
-        let payload = self.datagram_bytes.saturating_sub(CbrHeader::LEN as u32);
+        let header_len = u32::try_from(CbrHeader::LEN).unwrap_or(u32::MAX);
+        let payload = self.datagram_bytes.saturating_sub(header_len);
         cbr_packet(self.local, self.remote, &header, payload)
     }
 
