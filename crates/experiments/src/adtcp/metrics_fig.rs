@@ -17,7 +17,6 @@ use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
 use adaptnet_core::adtcp::rsd::Level;
-use adaptnet_sim::manet::cross::CrossTraffic;
 use adaptnet_sim::manet::mobility::ChannelErrorConfig;
 use adaptnet_sim::manet::monitor::{Monitor, TrueState};
 use adaptnet_sim::manet::{ManetConfig, Protocol};
@@ -58,31 +57,18 @@ pub struct MetricsParams {
 
 impl MetricsParams {
     fn load(path: &Path) -> Result<MetricsParams, ExpError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
-        let p: MetricsParams = toml::from_str(&text).map_err(|e| {
-            ExpError::Input(format!(
-                "{}: {e}(fields: crates/experiments/src/adtcp/metrics_fig.rs `MetricsParams`)",
-                path.display()
-            ))
-        })?;
-        let bad = |field: &str, why: &str| {
-            ExpError::Input(format!("{}: `{field}` {why}", path.display()))
-        };
-        for (field, v) in [
-            ("duration_s", p.duration_s),
-            ("quick_duration_s", p.quick_duration_s),
-        ] {
-            if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
-                return Err(bad(field, "must be between 1 and 1e6 seconds"));
-            }
-        }
-        if p.runs == 0 || p.quick_runs == 0 {
-            return Err(bad("runs", "must be at least 1"));
-        }
-        if !(p.monitor_period_ms.is_finite() && (1.0..=1e4).contains(&p.monitor_period_ms)) {
-            return Err(bad("monitor_period_ms", "must be between 1 and 10000"));
-        }
+        let p: MetricsParams = super::read_params(
+            path,
+            "crates/experiments/src/adtcp/metrics_fig.rs `MetricsParams`",
+        )?;
+        let bad = |field: &str, why: &str| super::bad_field(path, field, why);
+        super::check_common(
+            path,
+            [p.duration_s, p.quick_duration_s],
+            [p.runs, p.quick_runs],
+            "runs",
+            p.monitor_period_ms,
+        )?;
         if p.error_rates.iter().any(|r| !(0.0..=1.0).contains(r)) {
             return Err(bad("error_rates", "must be probabilities in [0, 1]"));
         }
@@ -127,16 +113,7 @@ impl MetricsParams {
         cfg.channel_error = error;
         cfg.cbr = Vec::new();
         cfg.cross = if cross {
-            self.cross
-                .iter()
-                .map(|c| CrossTraffic {
-                    start_s: c.start_frac * d,
-                    stop_s: c.stop_frac * d,
-                    peak_bits_per_s: c.peak_bits_per_s,
-                    mean_on_s: c.mean_on_s,
-                    mean_off_s: c.mean_off_s,
-                })
-                .collect()
+            self.cross.iter().map(|c| c.traffic(d)).collect()
         } else {
             Vec::new()
         };

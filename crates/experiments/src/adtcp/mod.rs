@@ -47,6 +47,61 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
     ]
 }
 
+/// Reads and parses an ADTCP parameter file; `fields` names the struct that documents them.
+pub(crate) fn read_params<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    fields: &str,
+) -> Result<T, ExpError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        ExpError::Input(format!(
+            "{}: {e}(fields and units: {fields})",
+            path.display()
+        ))
+    })
+}
+
+/// An error naming the file, the field and what is wrong.
+pub(crate) fn bad_field(path: &Path, field: &str, why: &str) -> ExpError {
+    ExpError::Input(format!("{}: `{field}` {why}", path.display()))
+}
+
+/// The checks every ADTCP parameter file shares: the run lengths (full, quick), the runs
+/// (full, quick; `runs_field` names them) and the monitor's period.
+pub(crate) fn check_common(
+    path: &Path,
+    durations_s: [f64; 2],
+    runs: [u64; 2],
+    runs_field: &str,
+    monitor_period_ms: f64,
+) -> Result<(), ExpError> {
+    for (field, v) in [
+        ("duration_s", durations_s[0]),
+        ("quick_duration_s", durations_s[1]),
+    ] {
+        if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
+            return Err(bad_field(path, field, "must be between 1 and 1e6 seconds"));
+        }
+    }
+    if runs.contains(&0) {
+        return Err(bad_field(path, runs_field, "must be at least 1"));
+    }
+    if !(monitor_period_ms.is_finite() && (1.0..=1e4).contains(&monitor_period_ms)) {
+        return Err(bad_field(
+            path,
+            "monitor_period_ms",
+            "must be between 1 and 10000",
+        ));
+    }
+    Ok(())
+}
+
+/// Goodput as `mean ± half-width` in kbit/s.
+pub(crate) fn kbit(s: &crate::report::spread::Spread) -> String {
+    format!("{:.0} ± {:.0}", s.mean / 1e3, s.half_width_95 / 1e3)
+}
+
 /// A competing CBR flow, timed as fractions of the run.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -74,6 +129,19 @@ pub struct CrossParams {
     pub mean_on_s: f64,
     /// Mean off-period, s.
     pub mean_off_s: f64,
+}
+
+impl CrossParams {
+    /// The source over a run of `run_s` seconds.
+    pub fn traffic(&self, run_s: f64) -> CrossTraffic {
+        CrossTraffic {
+            start_s: self.start_frac * run_s,
+            stop_s: self.stop_frac * run_s,
+            peak_bits_per_s: self.peak_bits_per_s,
+            mean_on_s: self.mean_on_s,
+            mean_off_s: self.mean_off_s,
+        }
+    }
 }
 
 /// An `experiments/adtcp/*.params` file.
@@ -118,33 +186,17 @@ impl Params {
 
     /// Loads a parameter file.
     pub fn load_path(path: &Path) -> Result<Params, ExpError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
-        let p: Params = toml::from_str(&text).map_err(|e| {
-            ExpError::Input(format!(
-                "{}: {e}(fields and units: crates/experiments/src/adtcp/mod.rs `Params`)",
-                path.display()
-            ))
-        })?;
-        let bad = |field: &str, why: &str| {
-            ExpError::Input(format!("{}: `{field}` {why}", path.display()))
-        };
-        for (field, v) in [
-            ("duration_s", p.duration_s),
-            ("quick_duration_s", p.quick_duration_s),
-        ] {
-            if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
-                return Err(bad(field, "must be between 1 and 1e6 seconds"));
-            }
-        }
+        let p: Params = read_params(path, "crates/experiments/src/adtcp/mod.rs `Params`")?;
+        let bad = |field: &str, why: &str| bad_field(path, field, why);
+        check_common(
+            path,
+            [p.duration_s, p.quick_duration_s],
+            [p.runs_per_speed, p.quick_runs_per_speed],
+            "runs_per_speed",
+            p.monitor_period_ms,
+        )?;
         if p.speeds_m_per_s.is_empty() || p.quick_speeds_m_per_s.is_empty() {
             return Err(bad("speeds_m_per_s", "needs at least one speed"));
-        }
-        if p.runs_per_speed == 0 || p.quick_runs_per_speed == 0 {
-            return Err(bad("runs_per_speed", "must be at least 1"));
-        }
-        if !(p.monitor_period_ms.is_finite() && (1.0..=1e4).contains(&p.monitor_period_ms)) {
-            return Err(bad("monitor_period_ms", "must be between 1 and 10000"));
         }
         for c in &p.competing {
             if !(0.0..=1.0).contains(&c.start_frac) || !(c.start_frac..=1.0).contains(&c.stop_frac)
@@ -228,16 +280,7 @@ impl Params {
             Vec::new()
         };
         cfg.cross = if competing {
-            self.cross
-                .iter()
-                .map(|c| CrossTraffic {
-                    start_s: c.start_frac * d,
-                    stop_s: c.stop_frac * d,
-                    peak_bits_per_s: c.peak_bits_per_s,
-                    mean_on_s: c.mean_on_s,
-                    mean_off_s: c.mean_off_s,
-                })
-                .collect()
+            self.cross.iter().map(|c| c.traffic(d)).collect()
         } else {
             Vec::new()
         };

@@ -10,7 +10,7 @@
 //! cards over a few hops; we reuse the simulated path (our abstraction, see
 //! [`adaptnet_sim::manet`]), so this is an analogue, not a reproduction of the hardware.
 
-use super::json;
+use super::{json, kbit};
 use crate::report::plot::line_chart_of;
 use crate::report::spread::Spread;
 use crate::report::table::Table;
@@ -62,33 +62,20 @@ pub struct TestbedParams {
 
 impl TestbedParams {
     fn load(path: &Path) -> Result<TestbedParams, ExpError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
-        let p: TestbedParams = toml::from_str(&text).map_err(|e| {
-            ExpError::Input(format!(
-                "{}: {e}(fields: crates/experiments/src/adtcp/testbed.rs `TestbedParams`)",
-                path.display()
-            ))
-        })?;
-        let bad = |field: &str, why: &str| {
-            ExpError::Input(format!("{}: `{field}` {why}", path.display()))
-        };
-        for (field, v) in [
-            ("duration_s", p.duration_s),
-            ("quick_duration_s", p.quick_duration_s),
-        ] {
-            if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
-                return Err(bad(field, "must be between 1 and 1e6 seconds"));
-            }
-        }
-        if p.runs == 0 || p.quick_runs == 0 {
-            return Err(bad("runs", "must be at least 1"));
-        }
+        let p: TestbedParams = super::read_params(
+            path,
+            "crates/experiments/src/adtcp/testbed.rs `TestbedParams`",
+        )?;
+        let bad = |field: &str, why: &str| super::bad_field(path, field, why);
+        super::check_common(
+            path,
+            [p.duration_s, p.quick_duration_s],
+            [p.runs, p.quick_runs],
+            "runs",
+            p.monitor_period_ms,
+        )?;
         if p.scenarios.is_empty() {
             return Err(bad("scenarios", "needs at least one scenario"));
-        }
-        if !(p.monitor_period_ms.is_finite() && (1.0..=1e4).contains(&p.monitor_period_ms)) {
-            return Err(bad("monitor_period_ms", "must be between 1 and 10000"));
         }
         Ok(p)
     }
@@ -214,7 +201,6 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "ADTCP/NewReno",
         "paper's claim",
     ]);
-    let kbit = |s: &Spread| format!("{:.0} ± {:.0}", s.mean / 1e3, s.half_width_95 / 1e3);
     for row in rows {
         t.row([
             row.scenario.name.clone(),

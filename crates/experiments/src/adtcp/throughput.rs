@@ -4,7 +4,7 @@
 //! and loss draws at each (speed, seed) — a paired comparison: the ratios are taken per seed,
 //! then averaged, each with its 95 % interval.
 
-use super::{Params, json, run_path, run_seed};
+use super::{Params, json, kbit, run_path, run_seed};
 use crate::report::plot::line_chart_of;
 use crate::report::spread::Spread;
 use crate::report::table::Table;
@@ -137,7 +137,6 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "ADTCP/ELFN",
         "paper's claim",
     ]);
-    let kbit = |s: &Spread| format!("{:.0} ± {:.0}", s.mean / 1e3, s.half_width_95 / 1e3);
     for row in rows {
         let [nr, ad, el] = &row.goodput_bps;
         t.row([
