@@ -1,6 +1,7 @@
 //! Identification accuracy (papers/004 §3, its Figure 4 "inaccuracy of congestion
 //! identification"): single metric (IDD only, STT only) against multi-metric (IDD and STT),
-//! for a single TCP flow and with competing CBR flows, across mobility speeds.
+//! for a single TCP flow and with competing traffic (on/off cross traffic in the place of the
+//! paper's CBR flows), across mobility speeds.
 //!
 //! As in the paper, every lost data packet is one trial: its true cause comes from the global
 //! monitor ([`adaptnet_sim::manet::monitor`]), read from the drop itself. The identification
@@ -251,7 +252,7 @@ struct Row {
     congested_time_share: f64,
 }
 
-const CASES: [(&str, bool); 2] = [("single flow", false), ("with competing CBR", true)];
+const CASES: [(&str, bool); 2] = [("single flow", false), ("with cross traffic", true)];
 
 impl Experiment for Accuracy {
     fn name(&self) -> &'static str {

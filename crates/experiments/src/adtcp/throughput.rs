@@ -1,8 +1,9 @@
 //! Throughput of NewReno, ADTCP and TCP-ELFN across mobility speeds (papers/004 §5.1, its
 //! Figure 6): (a) mobility only, (b) mobility and channel error, (c) mobility, channel error
-//! and competing CBR flows. One TCP flow per run; the three protocols see the same mobility
-//! and loss draws at each (speed, seed) — a paired comparison: the ratios are taken per seed,
-//! then averaged, each with its 95 % interval.
+//! and competing traffic (on/off cross traffic where the paper had CBR flows). One TCP flow
+//! per run; the three protocols see the same mobility and loss draws at each (speed, seed) —
+//! a paired comparison: the ratios are taken per seed, then averaged, each with its 95 %
+//! interval.
 
 use super::{Params, json, kbit, run_path, run_seed};
 use crate::report::plot::line_chart_of;
@@ -17,11 +18,11 @@ use std::time::Duration;
 /// `adaptnet exp adtcp-throughput`.
 pub struct Throughput;
 
-/// The three cases: (name, channel error, competing CBR).
+/// The three cases: (name, channel error, competing cross traffic).
 pub const CASES: [(&str, bool, bool); 3] = [
     ("mobility", false, false),
     ("mobility + channel error", true, false),
-    ("mobility + channel error + CBR", true, true),
+    ("mobility + channel error + cross traffic", true, true),
 ];
 
 /// The protocols compared.
@@ -123,7 +124,7 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "papers/004 §5.1, Figure 6: TCP throughput vs node speed. The paper's numbers are lost \
          from its text; its claims are orderings: ADTCP well above NewReno in every case and \
          close to ELFN; NewReno more sensitive to speed than ADTCP; channel error widens the \
-         ADTCP–ELFN gap a little (identification errors); with competing CBR flows the gap \
+         ADTCP–ELFN gap a little (identification errors); with competing flows the gap \
          shrinks (congestion is identified accurately).",
     );
     let mut t = Table::new([
