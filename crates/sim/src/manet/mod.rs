@@ -30,6 +30,7 @@
 //! identification the receiver made.
 
 pub mod agents;
+pub mod contention;
 pub mod cross;
 pub mod mobility;
 pub mod monitor;
@@ -127,6 +128,9 @@ pub struct ManetConfig {
     pub cross: Vec<CrossTraffic>,
     /// The ADTCP receivers' RSD settings; `None`: the defaults.
     pub rsd: Option<RsdParams>,
+    /// Service-rate variation on every hop, a stand-in for 802.11 contention; `None`: fixed
+    /// rates (the default).
+    pub contention: Option<contention::ContentionParams>,
     /// CBR datagram payload, bytes.
     pub cbr_datagram_bytes: u32,
     /// TCP maximum segment size, bytes.
@@ -159,6 +163,7 @@ impl Default for ManetConfig {
             cbr: Vec::new(),
             cross: Vec::new(),
             rsd: None,
+            contention: None,
             cbr_datagram_bytes: 1000,
             mss: 1000,
             max_window_segments: 20,
@@ -277,6 +282,10 @@ impl ManetPath {
             check("cross.start_s", c.start_s, 0.0, 1e7)?;
             check("cross.stop_s", c.stop_s, c.start_s, 1e7)?;
         }
+        if let Some(c) = &config.contention {
+            check("contention.slot_ms", c.slot_ms, 0.01, 1e5)?;
+            check("contention.spread", c.spread, 0.0, 0.95)?;
+        }
         if let Some(r) = &config.rsd {
             adaptnet_core::adtcp::Receiver::new(r.receiver_config()).map_err(|e| {
                 ManetError::Param {
@@ -316,6 +325,15 @@ impl ManetPath {
                 fwd.reorders = schedule.reorders();
                 if let Some(bw) = &config.mobile_hop_bandwidth {
                     fwd.bandwidth = bw.clone();
+                }
+            }
+            if let Some(c) = &config.contention {
+                for (k, l) in [&mut fwd, &mut rev].into_iter().enumerate() {
+                    if matches!(l.bandwidth, crate::link::Bandwidth::Constant { .. }) {
+                        let tag = 0xc0_4e00 + u64::from(i) * 2 + k as u64;
+                        l.bandwidth =
+                            c.bandwidth(config.hop_rate_bits_per_s, duration, mix_seed(seed, tag));
+                    }
                 }
             }
             let ids = world.add_link(&format!("hop{i}"), prev, next, fwd, rev)?;

@@ -329,3 +329,44 @@ fn test_rsd_params_reach_the_receiver_and_bad_ones_are_named() {
         "{err:?}"
     );
 }
+
+#[test]
+fn test_contention_varies_the_service_rate_around_the_hop_rate() {
+    use super::contention::ContentionParams;
+    let c = ContentionParams {
+        slot_ms: 10.0,
+        spread: 0.5,
+    };
+    let crate::link::Bandwidth::Piecewise(trace) = c.bandwidth(1e6, Duration::from_secs(20), 4)
+    else {
+        panic!("a piecewise rate");
+    };
+    assert_eq!(trace.steps.len(), 2000);
+    let rates: Vec<f64> = trace.steps.iter().map(|s| s.1).collect();
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    assert!((mean / 125_000.0 - 1.0).abs() < 0.05, "{mean}");
+    assert!(rates.iter().all(|&r| (62_500.0..=187_500.0).contains(&r)));
+    assert!(rates.iter().any(|&r| r < 80_000.0) && rates.iter().any(|&r| r > 170_000.0));
+    // On a path: it runs, and a bad spread is named.
+    let mut cfg = ManetConfig {
+        contention: Some(c),
+        ..ManetConfig::default()
+    };
+    let (path, _) = run(&cfg, Protocol::NewReno, 10, 1);
+    assert!(delivered(&path) > 0);
+    cfg.contention = Some(ContentionParams {
+        slot_ms: 10.0,
+        spread: 1.5,
+    });
+    let err = ManetPath::build(&cfg, Duration::from_secs(5), 1).err();
+    assert!(
+        matches!(
+            err,
+            Some(ManetError::Param {
+                field: "contention.spread",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+}
