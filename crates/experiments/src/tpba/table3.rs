@@ -21,10 +21,11 @@
 
 use super::metrics::Stable;
 use super::{
-    flow, jitter_starts, json, kbps_series, mean, mean_from, run, scenario, seeds, settle_time,
+    flow, jitter_starts, json, kbps_series, mean_from, run, scenario, seeds, settle_time,
     tpba_switches,
 };
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::tpba::Period;
@@ -186,12 +187,30 @@ fn fmt(x: Option<f64>) -> String {
 
 /// (max, mean, undefined count) of the defined values.
 fn max_mean(xs: &[Option<f64>]) -> (Option<f64>, Option<f64>, usize) {
+    let (mx, sp, missing) = max_spread(xs);
+    (mx, sp.map(|s| s.mean), missing)
+}
+
+/// (max, mean ± 95 % interval, undefined count) of the defined values.
+fn max_spread(xs: &[Option<f64>]) -> (Option<f64>, Option<Spread>, usize) {
     let v: Vec<f64> = xs.iter().flatten().copied().collect();
     let missing = xs.len() - v.len();
     if v.is_empty() {
         return (None, None, missing);
     }
-    (v.iter().copied().reduce(f64::max), Some(mean(&v)), missing)
+    (
+        v.iter().copied().reduce(f64::max),
+        Some(Spread::of(&v)),
+        missing,
+    )
+}
+
+/// `max / mean ± half-width`, `-` where undefined.
+fn fmt_spread(mx: Option<f64>, sp: Option<Spread>) -> String {
+    match sp {
+        Some(s) => format!("{} / {}", fmt(mx), s.fmt_with(1)),
+        None => "-".into(),
+    }
 }
 
 impl Experiment for Table3 {
@@ -213,12 +232,15 @@ impl Experiment for Table3 {
              T_running = 10 s, ε = 30 kbit/s and T_TCP = 1 s (the paper's) or 0.5 s; {} trials \
              per case, rates every 400 ms. Case a: flows 1 (TCP) and 3 (TPBA) from 0 s, flow 2 \
              (TCP) from {CHANGE_S} s; case b: flows 1-3 from 0 s, flow 2 stops at {CHANGE_S} s. \
-             Stable = flow 3's 400 ms rate within {:.0} % of the new fair share (the goodput of \
-             the flows active after the change over the rest of the run, divided by their \
-             number) for {HOLD_S} s; the paper does not define \"stable\" further (\"stable \
-             anywhere\": within {:.0} % of its own mean for {HOLD_S} s). TPBA does not \
-             react to the change before its next rate-probing period: the table shows the wait \
-             for it, its length, and T counted from its start.",
+             The paper does not define \"stable\"; three readings: (a) flow 3's 400 ms rate \
+             within {:.0} % of the new fair share (the goodput of the flows active after the \
+             change over the rest of the run, divided by their number) for {HOLD_S} s; (b) \
+             TPBA's own: the rate-probing period that follows the change ends and the flow \
+             runs on UDP at the rate it probed; (c) \"stable anywhere\": within {:.0} % of its \
+             own mean for {HOLD_S} s. TPBA does not react to the change before its next \
+             rate-probing period, so each reading is given from the change and from the start \
+             of that period. Cells: max / mean ± the half-width of the 95 % interval over the \
+             trials (Student's t).",
             seeds.len(),
             TOLERANCE * 100.0,
             TOLERANCE * 100.0
@@ -263,15 +285,14 @@ impl Experiment for Table3 {
         let mut t = Table::new([
             "",
             "T_TCP s",
-            "paper max s",
-            "paper avg s",
-            "ours max s",
-            "ours avg s",
-            "never stable",
+            "paper max / avg s",
+            "(a) at the new share, from the change: max / mean ± 95 % s",
+            "never",
+            "(a) from the start of probing",
+            "(b) probing ends, from the change",
+            "(b) from the start of probing",
+            "(c) stable anywhere, from the change",
             "wait for probing avg s",
-            "probing period avg s",
-            "from probing start: max / avg s",
-            "stable anywhere: max / avg s",
         ]);
         let mut sens = Table::new(["", "T_TCP s", "tolerance", "max s", "avg s", "never stable"]);
         for t_tcp_s in T_TCP_S {
@@ -285,10 +306,9 @@ impl Experiment for Table3 {
                         .map(|x| x.settle_s.get(k).copied().flatten())
                         .collect()
                 };
-                let (mx, avg, missing) = max_mean(&at(main));
+                let (mx, avg, missing) = max_spread(&at(main));
                 let (_, wait, _) =
                     max_mean(&rs.iter().map(|x| x.wait_for_probing_s).collect::<Vec<_>>());
-                let (_, probe, _) = max_mean(&rs.iter().map(|x| x.probing_s).collect::<Vec<_>>());
                 let from_probe: Vec<Option<f64>> = rs
                     .iter()
                     .map(|x| {
@@ -296,27 +316,31 @@ impl Experiment for Table3 {
                         Some(t - x.wait_for_probing_s?)
                     })
                     .collect();
-                let (pm, pa, _) = max_mean(&from_probe);
-                let (sm, sa, smiss) = max_mean(&rs.iter().map(|x| x.steady_s).collect::<Vec<_>>());
-                let paper = |v: f64| {
-                    if t_tcp_s == 1.0 {
-                        format!("{v:.1}")
-                    } else {
-                        "-".into()
-                    }
+                let (pm, pa, _) = max_spread(&from_probe);
+                let ends: Vec<Option<f64>> = rs
+                    .iter()
+                    .map(|x| Some(x.wait_for_probing_s? + x.probing_s?))
+                    .collect();
+                let (em, ea, _) = max_spread(&ends);
+                let (lm, la, _) = max_spread(&rs.iter().map(|x| x.probing_s).collect::<Vec<_>>());
+                let (sm, sa, smiss) =
+                    max_spread(&rs.iter().map(|x| x.steady_s).collect::<Vec<_>>());
+                let paper = if t_tcp_s == 1.0 {
+                    format!("{paper_max:.1} / {paper_avg:.1}")
+                } else {
+                    "-".into()
                 };
                 t.row([
                     metric.to_string(),
                     format!("{t_tcp_s}"),
-                    paper(paper_max),
-                    paper(paper_avg),
-                    fmt(mx),
-                    fmt(avg),
+                    paper,
+                    fmt_spread(mx, avg),
                     format!("{missing}/{}", rs.len()),
+                    fmt_spread(pm, pa),
+                    fmt_spread(em, ea),
+                    fmt_spread(lm, la),
+                    format!("{} ({smiss} never)", fmt_spread(sm, sa)),
                     fmt(wait),
-                    fmt(probe),
-                    format!("{} / {}", fmt(pm), fmt(pa)),
-                    format!("{} / {} ({smiss} never)", fmt(sm), fmt(sa)),
                 ]);
                 for (k, z) in TOLERANCES.iter().enumerate() {
                     let (mx, avg, missing) = max_mean(&at(k));
