@@ -27,7 +27,9 @@ use super::{
 use crate::report::plot::line_chart_of;
 use crate::report::spread::Spread;
 use crate::report::table::Table;
+use crate::rng::SplitMix;
 use crate::{ExpError, ExpOptions, Experiment, Report};
+use adaptnet_core::Time;
 use adaptnet_core::tpba::Period;
 use adaptnet_sim::agents::tpba::SwitchRecord;
 use adaptnet_sim::scenario::{FlowType, MediaFlow};
@@ -37,8 +39,18 @@ use std::time::Duration;
 /// `adaptnet exp tpba-table3`.
 pub struct Table3;
 
-/// When flow 2 joins (case a) or leaves (case b), s.
+/// When flow 2 joins (case a) or leaves (case b) in the paper, s.
 pub const CHANGE_S: f64 = 10.0;
+
+/// Each trial delays the change by a uniform draw in `[0, CHANGE_SPREAD_S)` from the seed:
+/// one running period (T_running = 10 s), so the change meets TPBA's probing cycle at every
+/// phase, as the paper's hand-started trials did. The time TPBA waits for its next probing
+/// period — most of T — depends on that phase; with the change at exactly 10 s every trial
+/// met the cycle at one phase.
+pub const CHANGE_SPREAD_S: f64 = 10.0;
+
+/// The run lasts this long after the change, s (the paper's runs: 40 s, 30 s after it).
+const AFTER_CHANGE_S: f64 = 30.0;
 
 /// Flow 3 is "stable at the new fair rate" within this fraction of it: about the 400 ms
 /// rate's granularity on the probing TCP (one 1460-byte segment in 400 ms is 29 kbit/s, 7 %
@@ -77,6 +89,8 @@ pub struct Table3Run {
     pub t_tcp_s: f64,
     /// Seed.
     pub seed: u64,
+    /// When flow 2 joined or left, s.
+    pub change_s: f64,
     /// The new fair share, kbit/s.
     pub fair_kbps: f64,
     /// Flow 3's mean rate after the change, kbit/s.
@@ -134,6 +148,19 @@ fn trial(
         }
     }
     jitter_starts(&mut s, seed);
+    let change_s = CHANGE_S + CHANGE_SPREAD_S * SplitMix::new(seed, 0x5441_4233).unit();
+    let at = Time::from_secs_f64(change_s);
+    let flow2 = s
+        .flows
+        .iter_mut()
+        .find(|f| f.name == "flow2")
+        .ok_or_else(|| ExpError::Input(format!("{file}: flow2 missing")))?;
+    if metric == "T_pr" {
+        flow2.start = at;
+    } else {
+        flow2.stop = at;
+    }
+    s.duration = at + Duration::from_secs_f64(AFTER_CHANGE_S);
     let (w, r) = run(&s, seed, progress, done, share)?;
     let period = r.sample_period_s;
     let series = ["flow1", "flow2", "flow3"]
@@ -143,15 +170,15 @@ fn trial(
     let active_after: Vec<f64> = r
         .flows
         .iter()
-        .filter(|f| f.stop_s > CHANGE_S)
-        .map(|f| mean_from(&kbps_series(&r, f), CHANGE_S, period).unwrap_or(0.0))
+        .filter(|f| f.stop_s > change_s)
+        .map(|f| mean_from(&kbps_series(&r, f), change_s, period).unwrap_or(0.0))
         .collect();
     let fair_kbps = active_after.iter().sum::<f64>() / active_after.len().max(1) as f64;
     let f3 = series
         .get(2)
         .ok_or_else(|| ExpError::Input(format!("{file}: flow3 missing")))?;
     let switches = tpba_switches(&w, &s, "flow3")?;
-    let (wait_for_probing_s, probing_s) = probing_after(&switches, CHANGE_S);
+    let (wait_for_probing_s, probing_s) = probing_after(&switches, change_s);
     let settle_s = TOLERANCES
         .iter()
         .map(|z| {
@@ -159,19 +186,20 @@ fn trial(
                 target: fair_kbps,
                 tol: z * fair_kbps,
             };
-            settle_time(f3, CHANGE_S, period, at, HOLD_S)
+            settle_time(f3, change_s, period, at, HOLD_S)
         })
         .collect();
     let anywhere = Stable::Anywhere {
         tol_fraction: TOLERANCE,
     };
-    let steady_s = settle_time(f3, CHANGE_S, period, anywhere, HOLD_S);
+    let steady_s = settle_time(f3, change_s, period, anywhere, HOLD_S);
     let run = Table3Run {
         metric,
         t_tcp_s,
         seed,
+        change_s,
         fair_kbps,
-        flow3_after_kbps: mean_from(f3, CHANGE_S, period).unwrap_or(0.0),
+        flow3_after_kbps: mean_from(f3, change_s, period).unwrap_or(0.0),
         settle_s,
         steady_s,
         wait_for_probing_s,
@@ -231,7 +259,9 @@ impl Experiment for Table3 {
             "papers/002 §6.1, Table 3: Topology 1 (1.2 Mbit/s, 12 ms), ADU2, TPBA with \
              T_running = 10 s, ε = 30 kbit/s and T_TCP = 1 s (the paper's) or 0.5 s; {} trials \
              per case, rates every 400 ms. Case a: flows 1 (TCP) and 3 (TPBA) from 0 s, flow 2 \
-             (TCP) from {CHANGE_S} s; case b: flows 1-3 from 0 s, flow 2 stops at {CHANGE_S} s. \
+             (TCP) from {CHANGE_S} s; case b: flows 1-3 from 0 s, flow 2 stops at {CHANGE_S} s; \
+             each trial delays the change by a draw in [0, {CHANGE_SPREAD_S} s) so that it meets \
+             TPBA's probing cycle at a random phase, as hand-started trials did. \
              The paper does not define \"stable\"; three readings: (a) flow 3's 400 ms rate \
              within {:.0} % of the new fair share (the goodput of the flows active after the \
              change over the rest of the run, divided by their number) for {HOLD_S} s; (b) \
@@ -365,6 +395,7 @@ impl Experiment for Table3 {
             "case",
             "T_TCP s",
             "seed",
+            "change s",
             "fair kbit/s",
             "flow 3 after kbit/s",
             "T s",
@@ -377,6 +408,7 @@ impl Experiment for Table3 {
                 x.metric.to_string(),
                 format!("{}", x.t_tcp_s),
                 x.seed.to_string(),
+                format!("{:.1}", x.change_s),
                 format!("{:.0}", x.fair_kbps),
                 format!("{:.0}", x.flow3_after_kbps),
                 fmt(x.settle_s.get(main).copied().flatten()),
