@@ -114,7 +114,7 @@ fn one(
     done: f64,
     share: f64,
 ) -> Result<DynamicsRun, ExpError> {
-    // Trials differ by when the flows started by hand (flow 1 within 500 ms of 0 s).
+    // Trials differ by when the flows were started by hand (each within 500 ms of its time).
     let mut s = s.clone();
     jitter_starts(&mut s, seed);
     let s = &s;
@@ -266,7 +266,7 @@ impl Experiment for Dynamics {
              (T_running 10 s, T_adapt 3 s, T_rtcp 1 s, T_TCP 1 s, ε 30 kbit/s, R_f 3). Rates \
              averaged over S_average = 1 s at the receivers (flow 3: ADU bytes delivered on either \
              path). The paper's figures are lost in the text; its sentences are quoted. {} \
-             trials (flow 1's start drawn in [0, 500 ms) from the seed); \"ours\" is the mean \
+             trials (every start delayed by a draw in [0, 500 ms)); \"ours\" is the mean \
              over them ± the half-width of its 95 % interval (Student's t), the time series are \
              the first trial's. Scenario: experiments/tpba/{}.",
             base.description

@@ -187,7 +187,7 @@ impl Experiment for Fig19 {
         report.text(format!(
             "papers/002 §6.1, Figure 19: N_tcp TCP flows from 0 s and one TPBA flow from 1 s on \
              one 1.2 Mbit/s bottleneck (Topology 1: 12 ms RTT; Topology 2: our 160 ms stand-in), \
-             40 s, {} trials per point (TCP starts drawn in [0, 500 ms) from the seed). f is \
+             40 s, {} trials per point (every start delayed by a draw in [0, 500 ms)). f is \
              Jain's index over the active flows per 1 s interval, averaged over the intervals \
              after TPBA's first rate-probing period, as the paper averages; cells are the mean \
              over trials ± the half-width of its 95 % interval (Student's t). The paper's \

@@ -45,7 +45,7 @@ impl Experiment for Fig3 {
         let mut first = None;
         for (k, seed) in seeds.iter().enumerate() {
             let n = seeds.len() as f64;
-            // Trials differ by when the TCP flows were started by hand (within 500 ms of 0 s).
+            // Trials differ by when the flows were started by hand (each within 500 ms).
             let mut s = s.clone();
             jitter_starts(&mut s, *seed);
             let (w, r) = run(&s, *seed, progress, k as f64 / n, 1.0 / n)?;

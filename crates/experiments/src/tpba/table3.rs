@@ -160,7 +160,14 @@ fn trial(
     } else {
         flow2.stop = at;
     }
-    s.duration = at + Duration::from_secs_f64(AFTER_CHANGE_S);
+    // The run lasts AFTER_CHANGE_S past the change; flows that ran to the scenario's end
+    // still do.
+    let end = at + Duration::from_secs_f64(AFTER_CHANGE_S);
+    let old_end = s.duration;
+    for f in s.flows.iter_mut().filter(|f| f.stop >= old_end) {
+        f.stop = end;
+    }
+    s.duration = end;
     let (w, r) = run(&s, seed, progress, done, share)?;
     let period = r.sample_period_s;
     let series = ["flow1", "flow2", "flow3"]

@@ -179,7 +179,7 @@ impl Experiment for Table4 {
         report.text(
             "papers/002 §6.2: flows 1, 2 TCP and flow 3 (the case) from 0 s, flow 4 TCP from \
              200 s (400 s for LDAF-3-1-10-3/-6, as the paper did), S_average = 1 s; Topology 1 \
-             (1.2 Mbit/s, 12 ms), flows 1-3 started within 500 ms of 0 s by the seed, ADU2 for TPBA, r0 = 10 kbit/s for LDA/LDAF, 512-byte packets. \
+             (1.2 Mbit/s, 12 ms), every flow started within 500 ms of its time by the seed, ADU2 for TPBA, r0 = 10 kbit/s for LDA/LDAF, 512-byte packets. \
              The paper's Figures 29-31 (the δR bars) are lost in the text: only its conclusions \
              survive (TPBA beats LDA on all three metrics; LDA does not converge after the \
              change; R_f 3 vs 6 makes no significant difference). TFRC (RFC 5348) is ours.",
