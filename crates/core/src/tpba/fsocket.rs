@@ -43,7 +43,9 @@
 
 use super::config::TpbaConfig;
 use super::controller::{Controller, Period, TpbaEvent};
-use super::report::{FragmentHeader, ReceiverReport, extend_adu_seq, stamp_us, unwrap_stamp};
+use super::report::{
+    FragmentHeader, ReceiverReport, extend_adu_seq, low32, stamp_us, unwrap_stamp,
+};
 use crate::nai::RangeSet;
 use crate::time::Time;
 use crate::wire::WireError;
@@ -670,10 +672,7 @@ impl FSocket {
     /// A datagram arrived on the UDP data path.
     pub fn handle_udp(&mut self, now: Time, bytes: &[u8]) -> Result<(), FsError> {
         let (mut h, payload) = FragmentHeader::parse_datagram(bytes)?;
-        h.adu_seq = extend_adu_seq(
-            self.rx.next_deliver,
-            (h.adu_seq & u64::from(u32::MAX)) as u32,
-        );
+        h.adu_seq = extend_adu_seq(self.rx.next_deliver, low32(h.adu_seq));
         self.rx.received_bytes += bytes.len() as u64;
         // RFC 3550 §6.4.1 / A.8: loss from the highest sequence number, jitter from transit.
         if self.rx.highest_dgram.is_none_or(|hi| h.dgram_seq > hi) {
@@ -720,10 +719,7 @@ impl FSocket {
             if self.rx.stream.len() < end {
                 return Ok(());
             }
-            h.adu_seq = extend_adu_seq(
-                self.rx.next_deliver,
-                (h.adu_seq & u64::from(u32::MAX)) as u32,
-            );
+            h.adu_seq = extend_adu_seq(self.rx.next_deliver, low32(h.adu_seq));
             let rest = self.rx.stream.split_off(end);
             let frame = std::mem::replace(&mut self.rx.stream, rest);
             let payload = frame.get(FragmentHeader::TCP_LEN..).unwrap_or_default();

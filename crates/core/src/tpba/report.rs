@@ -49,9 +49,15 @@ const T_FRAGMENT: u8 = 1;
 const T_REPORT: u8 = 2;
 const T_FRAGMENT_TCP: u8 = 3;
 
+/// The low 32 bits of `x` (what travels of a 64-bit counter).
+pub fn low32(x: u64) -> u32 {
+    // The mask makes the conversion exact.
+    u32::try_from(x & u64::from(u32::MAX)).unwrap_or(u32::MAX)
+}
+
 /// A fragment's 32-bit send stamp: microseconds since the flow's clock origin, modulo 2^32.
 pub fn stamp_us(t: Time) -> u32 {
-    (t.as_nanos() / 1_000) as u32
+    low32(t.as_nanos() / 1_000)
 }
 
 /// The latest time at or before `now` whose stamp is `stamp` (an echoed stamp is always from
@@ -219,7 +225,7 @@ impl FragmentHeader {
         let mut w = Writer::new(buf);
         w.u8(VERSION)?;
         // Only the low 32 bits of the ADU number travel (see the module documentation).
-        let seq = (self.adu_seq & u64::from(u32::MAX)) as u32;
+        let seq = low32(self.adu_seq);
         if self.tcp {
             if self.offset != 0 || self.len != self.adu_len {
                 return Err(WireError::Malformed(
