@@ -17,7 +17,9 @@
 //!   the veth's byte counters and its socket's send queue — the tbf queue is invisible to it.
 //!
 //! Why this rate: nearer the capacity the two engines part. At 200 KB/s (94 % load) the
-//! simulator delivered both levels on time and one namespace run only 78 % of the low level;
+//! simulator delivers both levels on time and 192 KB/s, three namespace runs 77–83 % of the
+//! low level and 183.5 KB/s (tbf counts the Ethernet header: the load is 97 % of what it
+//! passes);
 //! at 150 KB/s (overload) the low level's share depends on how far below the capacity ATP's
 //! estimate settles, and the namespace runs gave 12–34 % where the simulator gives 10 %: the
 //! estimator's inputs differ (the tbf queue above). See EXPERIMENTS.md.
