@@ -545,7 +545,8 @@ impl ServerConnection {
 }
 
 /// The server side: accepts clients (handshake with retry tokens), delivers their messages,
-/// and answers. Its own connections send nothing unless a client is closed or dies.
+/// and answers: acknowledgements, and its own connections' estimator probes and keep-alive
+/// PINGs (it submits no messages of its own).
 pub struct AtpServerAgent {
     host: Host,
     conns: BTreeMap<ConnectionId, ServerConnection>,
