@@ -3,8 +3,6 @@
 
 pub mod atp;
 pub mod atp_endpoint;
-#[cfg(test)]
-mod atp_endpoint_tests;
 pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;

@@ -5,8 +5,8 @@
 //! every connection ends, and a side that closes is seen closing by its peer (its CLOSE, or the
 //! idle timeout when the CLOSE itself was lost).
 
-use super::atp_endpoint::{self, AtpClientAgent, AtpServerAgent, Faults};
-use super::nai_app::{MessageSpec, ScheduledApp};
+use crate::agents::atp_endpoint::{self, AtpClientAgent, AtpServerAgent, Faults};
+use crate::agents::nai_app::{MessageSpec, ScheduledApp};
 use crate::link::{Bandwidth, LinkConfig, LossModel, QueueLimit, Reorder};
 use crate::packet::Addr;
 use crate::world::{AgentId, World};
