@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod addr;
 pub mod bench;
 pub mod bulk;
 pub mod env_netns_bench;
@@ -9,6 +10,7 @@ pub mod link;
 pub mod link_bench;
 pub mod loopback_bench;
 pub mod real;
+pub mod serve;
 pub mod sim;
 pub mod validate;
 
