@@ -51,15 +51,23 @@ impl CongestionManager {
             let Some(recd) = *recd else {
                 continue;
             };
-            let recd = recd.min(*sent);
+            let in_interval = recd.min(*sent);
             if *sent > 0 {
-                f.loss_rate = Some(1.0 - recd as f64 / *sent as f64);
+                f.loss_rate = Some(1.0 - in_interval as f64 / *sent as f64);
             }
+            // More received than sent in an interval can only be data counted late: sent
+            // before the previous probe but reported to the receiver CM after it, so that
+            // interval read it as lost. Give those bytes back to the long-run count instead
+            // of dropping the surplus (which biased the loss estimate upwards: 0.51-0.73 for
+            // a true 0.25 on loopback, where the receiving application reports from its own
+            // thread). A lost byte never comes back this way, so nothing real is undone.
+            let late = recd.saturating_sub(*sent).min(f.probe_lost_bytes);
+            f.probe_lost_bytes -= late;
             f.probe_sent_bytes = f.probe_sent_bytes.saturating_add(*sent);
-            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - recd);
+            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - in_interval);
             let e = per_mf.entry(f.macroflow).or_insert((0, 0));
-            e.0 = e.0.saturating_add(recd);
-            e.1 = e.1.saturating_add(sent - recd);
+            e.0 = e.0.saturating_add(in_interval.saturating_add(late));
+            e.1 = e.1.saturating_add(sent - in_interval);
         }
         // An RTT sample alone (no measurable interval) still counts as feedback for every
         // macroflow that has probe-fed flows to this destination.
