@@ -1,0 +1,399 @@
+//! The daemon over its Unix socket: the CM API, who may do what, bounds, faults.
+//!
+//! Each test starts its own daemon on a socket path unique to the test and the process.
+
+use adaptnet_core::cm::{Feedback, FeedbackSource, FlowKey, PeerAddr, Request};
+use adaptnet_core::daemon::{ErrorCode, Message};
+use adaptnet_core::env::{Level, LevelMask, Name, Param};
+use adaptnet_daemon::{ClientError, DaemonClient, DaemonConfig, RunningDaemon};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::time::{Instant, timeout};
+
+fn socket(test: &str) -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "adaptnet-h-daemon-{}-{test}.sock",
+        std::process::id()
+    ))
+}
+
+async fn daemon(test: &str, tweak: impl FnOnce(&mut DaemonConfig)) -> RunningDaemon {
+    let mut c = DaemonConfig::with_socket(&socket(test));
+    tweak(&mut c);
+    adaptnet_daemon::start(c).await.expect("daemon starts")
+}
+
+async fn client(d: &RunningDaemon, name: &str) -> DaemonClient {
+    DaemonClient::connect(d.socket_path(), name)
+        .await
+        .expect("connects")
+}
+
+const DEST: PeerAddr = PeerAddr(0x0a00_0001);
+
+fn refused(r: Result<impl std::fmt::Debug, ClientError>) -> ErrorCode {
+    match r {
+        Err(ClientError::Refused { code, .. }) => code,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+async fn wait_for(mut cond: impl FnMut() -> bool, within: Duration) -> Duration {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < within, "not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_grant_notify_update_through_the_daemon() {
+    let d = daemon("api", |_| {}).await;
+    let c = client(&d, "api").await;
+    assert_eq!(c.uid(), unsafe { libc::geteuid() });
+    let (flow, _) = c
+        .open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    c.update(flow, Feedback::received(0, Some(Duration::from_millis(20))))
+        .await
+        .expect("update");
+    c.request(flow, Request::bytes(10_000))
+        .await
+        .expect("request");
+    let mut granted = 0;
+    while granted < 10_000 {
+        match timeout(Duration::from_secs(5), c.next_event()).await {
+            Ok(Some(Message::Grant { flow: f, bytes })) => {
+                assert_eq!(f, flow);
+                granted += bytes;
+                c.notify(flow, bytes).await.expect("notify");
+                c.update(
+                    flow,
+                    Feedback::received(bytes, Some(Duration::from_millis(20))),
+                )
+                .await
+                .expect("update");
+            }
+            Ok(Some(_)) => {}
+            other => panic!("no grant: {other:?}"),
+        }
+    }
+    assert_eq!(granted, 10_000);
+    let q = c.query(flow).await.expect("query");
+    assert_eq!(q.srtt, Some(Duration::from_millis(20)));
+    c.close(flow).await.expect("close");
+    assert_eq!(refused(c.query(flow).await), ErrorCode::UnknownFlow);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_client_cannot_touch_another_clients_flows() {
+    let d = daemon("owner", |_| {}).await;
+    let a = client(&d, "a").await;
+    let b = client(&d, "b").await;
+    let (flow, _) = a
+        .open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    assert_eq!(refused(b.close(flow).await), ErrorCode::UnknownFlow);
+    assert_eq!(
+        refused(b.update(flow, Feedback::loss(0, 1500)).await),
+        ErrorCode::UnknownFlow
+    );
+    assert_eq!(
+        refused(b.request(flow, Request::bytes(1)).await),
+        ErrorCode::UnknownFlow
+    );
+    assert_eq!(refused(b.query(flow).await), ErrorCode::UnknownFlow);
+    a.query(flow).await.expect("the owner still has it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn weights_split_a_users_share_and_asking_more_does_not_help() {
+    let d = daemon("weights", |c| c.weights.max_flow_weight = 4.0).await;
+    let a = client(&d, "a").await;
+    let b = client(&d, "b").await;
+    let (fa, mfa) = a
+        .open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    // Asks for 100: clamped to max_flow_weight 4, so 1 : 4 of this user's share.
+    let (fb, mfb) = b
+        .open(DEST, FlowKey(2), 100.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    assert_eq!(
+        mfa, mfb,
+        "one macroflow for one destination across processes"
+    );
+    a.update(fa, Feedback::received(0, Some(Duration::from_millis(10))))
+        .await
+        .expect("rtt");
+    let qa = a.query(fa).await.expect("query");
+    let qb = b.query(fb).await.expect("query");
+    let (ra, rb) = (
+        qa.rate_bytes_per_s.expect("valid"),
+        qb.rate_bytes_per_s.expect("valid"),
+    );
+    assert!(((ra + rb) / qa.macroflow_rate_bytes_per_s - 1.0).abs() < 1e-9);
+    assert!((rb / ra - 4.0).abs() < 1e-9, "{ra} {rb}");
+    // The second client opening more flows takes nothing more from the first.
+    for k in 3..6 {
+        b.open(DEST, FlowKey(k), 4.0, FeedbackSource::Implicit)
+            .await
+            .expect("open");
+    }
+    let ra2 = a
+        .query(fa)
+        .await
+        .expect("query")
+        .rate_bytes_per_s
+        .expect("valid");
+    assert!(ra2 / qa.macroflow_rate_bytes_per_s > 0.05);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_client_tables_are_bounded_with_an_error() {
+    let d = daemon("limits", |c| {
+        c.limits.max_flows_per_client = 2;
+        c.limits.max_subscriptions_per_client = 1;
+    })
+    .await;
+    let c = client(&d, "greedy").await;
+    for k in 0..2 {
+        c.open(DEST, FlowKey(k), 1.0, FeedbackSource::Implicit)
+            .await
+            .expect("open");
+    }
+    assert_eq!(
+        refused(
+            c.open(DEST, FlowKey(9), 1.0, FeedbackSource::Implicit)
+                .await
+        ),
+        ErrorCode::LimitExceeded
+    );
+    let dev = Name::new("wlan0").expect("name");
+    c.request_event(dev.clone(), Param::Bandwidth, LevelMask::ALL)
+        .await
+        .expect("first");
+    assert_eq!(
+        refused(c.request_event(dev, Param::Loss, LevelMask::ALL).await),
+        ErrorCode::LimitExceeded
+    );
+    assert_eq!(
+        refused(c.subscribe_estimator("lo").await),
+        ErrorCode::LimitExceeded
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_connection_frees_its_flows_at_once() {
+    let d = daemon("drop", |_| {}).await;
+    let c = client(&d, "short-lived").await;
+    for k in 0..10 {
+        c.open(DEST, FlowKey(k), 1.0, FeedbackSource::Implicit)
+            .await
+            .expect("open");
+    }
+    assert_eq!(d.flow_count(), 10);
+    drop(c);
+    let took = wait_for(|| d.flow_count() == 0, Duration::from_secs(1)).await;
+    println!("flows freed {took:?} after the client closed");
+    assert_eq!(d.client_count(), 0);
+}
+
+/// Raw frame bytes for a helper process that is not this crate (a Python script).
+fn frame_hex(req_id: u32, m: &Message) -> String {
+    let mut v = Vec::new();
+    adaptnet_core::daemon::encode_frame(req_id, m, &mut v).expect("encodes");
+    v.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn python(script: &str, args: &[&str]) -> std::process::Child {
+    std::process::Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs")
+}
+
+/// Connects, sends the frames given in hex, prints "ready" after reading the replies, then
+/// sleeps; optionally drops to uid 65534 first.
+const HELPER: &str = r#"
+import os, socket, sys, time
+path, frames, as_nobody = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3] == "1"
+if as_nobody:
+    os.setgid(65534); os.setuid(65534)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(path)
+except PermissionError:
+    print("denied", flush=True); sys.exit(0)
+s.sendall(frames)
+time.sleep(0.3)
+s.setblocking(False)
+try:
+    s.recv(65536)
+except BlockingIOError:
+    pass
+print("ready", flush=True)
+time.sleep(60)
+"#;
+
+fn read_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let out = child.stdout.as_mut().expect("piped");
+    let mut line = String::new();
+    std::io::BufReader::new(out)
+        .read_line(&mut line)
+        .expect("reads");
+    line.trim().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkilled_client_has_its_flows_freed_within_one_second() {
+    let d = daemon("sigkill", |_| {}).await;
+    let mut frames = frame_hex(
+        1,
+        &Message::Hello {
+            name: "victim".into(),
+        },
+    );
+    for k in 0..5u32 {
+        frames += &frame_hex(
+            2 + k,
+            &Message::Open {
+                dest: DEST,
+                key: FlowKey(u64::from(k)),
+                weight: 1.0,
+                feedback: FeedbackSource::Implicit,
+            },
+        );
+    }
+    let path = d.socket_path().to_str().expect("utf-8").to_owned();
+    let mut child = python(HELPER, &[&path, &frames, "0"]);
+    let line = tokio::task::block_in_place(|| read_line(&mut child));
+    assert_eq!(line, "ready");
+    wait_for(|| d.flow_count() == 5, Duration::from_secs(2)).await;
+    child.kill().expect("SIGKILL");
+    let took = wait_for(|| d.flow_count() == 0, Duration::from_secs(1)).await;
+    let _ = child.wait();
+    println!("SIGKILLed client's 5 flows freed in {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_permissions_keep_other_users_out() {
+    let d = daemon("perm", |c| c.daemon.socket_mode = "0600".into()).await;
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(d.socket_path())
+        .expect("socket file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    if unsafe { libc::geteuid() } != 0 {
+        println!("not root: cannot switch to another user, permission check skipped");
+        return;
+    }
+    let path = d.socket_path().to_str().expect("utf-8").to_owned();
+    let hello = frame_hex(
+        1,
+        &Message::Hello {
+            name: "nobody".into(),
+        },
+    );
+    let mut child = python(HELPER, &[&path, &hello, "1"]);
+    let line = tokio::task::block_in_place(|| read_line(&mut child));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        line, "denied",
+        "uid 65534 must not connect to a 0600 socket"
+    );
+    // Opened to everyone (0666), the same user is served.
+    drop(d);
+    let d = daemon("perm2", |c| c.daemon.socket_mode = "0666".into()).await;
+    let path = d.socket_path().to_str().expect("utf-8").to_owned();
+    let mut child = python(HELPER, &[&path, &hello, "1"]);
+    let line = tokio::task::block_in_place(|| read_line(&mut child));
+    assert_eq!(line, "ready");
+    wait_for(|| d.client_count() == 1, Duration::from_secs(2)).await;
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_loses_its_own_events_and_no_one_elses() {
+    let d = daemon("slow", |c| c.limits.max_queued_events = 16).await;
+    let admin = client(&d, "admin").await;
+    let dev = Name::new("wlan0").expect("name");
+    admin
+        .set_dev_param_wms(dev.clone(), Param::Bandwidth, vec![Level::low(100.0)])
+        .await
+        .expect("watermarks (root)");
+    // The slow one keeps only 4 events locally and never reads.
+    let slow = DaemonClient::connect_with(d.socket_path(), "slow", 4)
+        .await
+        .expect("connects");
+    slow.request_event(dev.clone(), Param::Bandwidth, LevelMask::ALL)
+        .await
+        .expect("subscribe");
+    let fast = client(&d, "fast").await;
+    fast.request_event(dev.clone(), Param::Bandwidth, LevelMask::ALL)
+        .await
+        .expect("subscribe");
+    let reader = tokio::spawn({
+        let fast = fast.clone();
+        async move {
+            let mut got = 0u64;
+            while got < 2000 {
+                match timeout(Duration::from_secs(10), fast.next_event()).await {
+                    Ok(Some(Message::EnvEvent { .. })) => got += 1,
+                    Ok(Some(_)) => {}
+                    _ => break,
+                }
+            }
+            got
+        }
+    });
+    // 2000 violations of the low watermark: up and down across it.
+    for i in 0..4000u32 {
+        let v = if i % 2 == 0 { 200.0 } else { 50.0 };
+        admin
+            .set_dev_param(dev.clone(), Param::Bandwidth, v)
+            .await
+            .expect("set");
+    }
+    let got = reader.await.expect("reader");
+    assert_eq!(got, 2000, "the reading subscriber lost nothing");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    println!("slow subscriber: {} events lost", slow.events_lost());
+    assert!(slow.events_lost() > 1000, "lost {}", slow.events_lost());
+    // Non-root callers may not set device parameters: checked in the engine's unit tests.
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_restart_is_an_error_then_clients_reattach() {
+    let d = daemon("restart", |_| {}).await;
+    let path = d.socket_path().to_owned();
+    let c = client(&d, "app").await;
+    let (flow, _) = c
+        .open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    drop(d);
+    // The old connection fails with an error, not a panic or a hang.
+    let r = timeout(Duration::from_secs(2), c.query(flow))
+        .await
+        .expect("no hang");
+    assert!(matches!(r, Err(ClientError::Disconnected)), "{r:?}");
+    let d = adaptnet_daemon::start(DaemonConfig::with_socket(&path))
+        .await
+        .expect("restarts on the same path");
+    let c = client(&d, "app").await;
+    c.open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
+        .await
+        .expect("reattached");
+}
