@@ -744,3 +744,159 @@ impl Engine {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adaptnet_core::daemon::parse_body;
+    use adaptnet_core::env::{Level, Name, Param};
+
+    fn caller(uid: u32) -> Caller {
+        Caller {
+            uid,
+            gid: uid,
+            pid: 1,
+        }
+    }
+
+    fn decode(frame: &[u8]) -> Message {
+        parse_body(&frame[4..]).expect("valid frame").1
+    }
+
+    #[test]
+    fn test_only_root_or_the_daemons_user_sets_device_parameters() {
+        let mut e = Engine::new(DaemonConfig::default(), 500);
+        let (tx, _rx) = mpsc::channel(8);
+        let user = e.connect(caller(1000), tx.clone()).expect("room");
+        let daemon_user = e.connect(caller(500), tx.clone()).expect("room");
+        let root = e.connect(caller(0), tx).expect("room");
+        let set = || Message::SetDevParam {
+            device: Name::new("wlan0").expect("name"),
+            param: Param::Bandwidth,
+            value: 1.0,
+        };
+        assert!(matches!(
+            e.handle(Time::ZERO, user, set()),
+            Message::Error {
+                code: ErrorCode::NotAllowed,
+                ..
+            }
+        ));
+        assert_eq!(e.handle(Time::ZERO, daemon_user, set()), Message::Ok);
+        assert_eq!(e.handle(Time::ZERO, root, set()), Message::Ok);
+        // Reading is for everyone.
+        assert!(matches!(
+            e.handle(
+                Time::ZERO,
+                user,
+                Message::GetDevParams {
+                    device: Name::new("wlan0").expect("name")
+                }
+            ),
+            Message::DevParams { .. }
+        ));
+    }
+
+    #[test]
+    fn test_a_full_queue_drops_and_counts_then_reports_the_loss_first() {
+        let mut e = Engine::new(DaemonConfig::default(), 0);
+        let (tx, mut rx) = mpsc::channel(2);
+        let c = e.connect(caller(0), tx).expect("room");
+        let dev = Name::new("wlan0").expect("name");
+        e.handle(
+            Time::ZERO,
+            c,
+            Message::SetDevParamWms {
+                device: dev.clone(),
+                param: Param::Cost,
+                levels: vec![Level::low(10.0), Level::high(50.0)],
+            },
+        );
+        e.handle(
+            Time::ZERO,
+            c,
+            Message::RequestEvent {
+                device: dev.clone(),
+                param: Param::Cost,
+                levels: adaptnet_core::env::LevelMask::ALL,
+            },
+        );
+        let set = |e: &mut Engine, v: f64| {
+            e.handle(
+                Time::ZERO,
+                c,
+                Message::SetDevParam {
+                    device: dev.clone(),
+                    param: Param::Cost,
+                    value: v,
+                },
+            )
+        };
+        for i in 0..5 {
+            set(&mut e, if i % 2 == 0 { 100.0 } else { 0.0 });
+        }
+        // The first set is the baseline (no crossing): four events, two fit.
+        assert_eq!(e.stats().events_delivered, 2);
+        assert_eq!(e.stats().events_dropped, 2);
+        // The client catches up: the next event is preceded by the count of what it lost.
+        assert!(matches!(
+            decode(&rx.try_recv().expect("1")),
+            Message::EnvEvent { .. }
+        ));
+        assert!(matches!(
+            decode(&rx.try_recv().expect("2")),
+            Message::EnvEvent { .. }
+        ));
+        set(&mut e, 0.0);
+        assert_eq!(
+            decode(&rx.try_recv().expect("lost")),
+            Message::Lost { events: 2 }
+        );
+        assert!(matches!(
+            decode(&rx.try_recv().expect("3")),
+            Message::EnvEvent { .. }
+        ));
+    }
+
+    #[test]
+    fn test_disconnect_frees_flows_and_reweights_the_users_others() {
+        let mut e = Engine::new(DaemonConfig::default(), 0);
+        let (tx, _rx) = mpsc::channel(8);
+        let a = e.connect(caller(7), tx.clone()).expect("room");
+        let b = e.connect(caller(7), tx).expect("room");
+        let open = |e: &mut Engine, c: u32| match e.handle(
+            Time::ZERO,
+            c,
+            Message::Open {
+                dest: adaptnet_core::cm::PeerAddr(1),
+                key: adaptnet_core::cm::FlowKey(u64::from(c)),
+                weight: 1.0,
+                feedback: adaptnet_core::cm::FeedbackSource::Implicit,
+            },
+        ) {
+            Message::Opened { flow, .. } => flow,
+            other => panic!("{other:?}"),
+        };
+        let fa = open(&mut e, a);
+        let _fb = open(&mut e, b);
+        e.disconnect(Time::ZERO, b);
+        assert_eq!(e.flow_count(), 1);
+        assert_eq!(e.stats().flows_reclaimed, 1);
+        // a's flow now holds the user's whole share: its rate is the macroflow's.
+        e.handle(
+            Time::ZERO,
+            a,
+            Message::Update {
+                flow: fa,
+                feedback: adaptnet_core::cm::Feedback::received(
+                    0,
+                    Some(std::time::Duration::from_millis(10)),
+                ),
+            },
+        );
+        let Message::QueryReply(q) = e.handle(Time::ZERO, a, Message::Query { flow: fa }) else {
+            panic!("query");
+        };
+        assert_eq!(q.rate_bytes_per_s, Some(q.macroflow_rate_bytes_per_s));
+    }
+}
