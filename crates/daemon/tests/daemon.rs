@@ -203,54 +203,88 @@ async fn a_closed_connection_frees_its_flows_at_once() {
     assert_eq!(d.client_count(), 0);
 }
 
-/// Raw frame bytes for a helper process that is not this crate (a Python script).
+/// Raw frame bytes for a helper process, in hex.
 fn frame_hex(req_id: u32, m: &Message) -> String {
     let mut v = Vec::new();
     adaptnet_core::daemon::encode_frame(req_id, m, &mut v).expect("encodes");
     v.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn python(script: &str, args: &[&str]) -> std::process::Child {
-    std::process::Command::new("python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
+const HELPER_ENV: &str = "ADAPTNET_DAEMON_TEST_HELPER";
+
+/// This test binary run again as a separate client process (the `helper_client` test).
+fn helper(path: &str, frames_hex: &str, as_nobody: bool) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "helper_client",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(
+            HELPER_ENV,
+            format!("{path} {frames_hex} {}", u8::from(as_nobody)),
+        )
         .stdout(std::process::Stdio::piped())
         .spawn()
-        .expect("python3 runs")
+        .expect("helper process")
 }
 
-/// Connects, sends the frames given in hex, prints "ready" after reading the replies, then
-/// sleeps; optionally drops to uid 65534 first.
-const HELPER: &str = r#"
-import os, socket, sys, time
-path, frames, as_nobody = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3] == "1"
-if as_nobody:
-    os.setgid(65534); os.setuid(65534)
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(path)
-except PermissionError:
-    print("denied", flush=True); sys.exit(0)
-s.sendall(frames)
-time.sleep(0.3)
-s.setblocking(False)
-try:
-    s.recv(65536)
-except BlockingIOError:
-    pass
-print("ready", flush=True)
-time.sleep(60)
-"#;
+/// Run as a child process: connects (as uid 65534 if asked), sends the frames, prints
+/// "ready" once the daemon has answered (or "denied"), then sleeps until killed.
+#[test]
+fn helper_client() {
+    use std::io::{Read, Write};
+    let Ok(spec) = std::env::var(HELPER_ENV) else {
+        return;
+    };
+    let parts: Vec<&str> = spec.split_whitespace().collect();
+    let (path, hex, as_nobody) = (parts[0], parts[1], parts[2] == "1");
+    if as_nobody {
+        // SAFETY: plain system calls dropping this process's privileges.
+        unsafe {
+            assert_eq!(libc::setgid(65534), 0);
+            assert_eq!(libc::setuid(65534), 0);
+        }
+    }
+    let mut s = match std::os::unix::net::UnixStream::connect(path) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            println!("denied");
+            return;
+        }
+        Err(e) => panic!("connect: {e}"),
+    };
+    let frames: Vec<u8> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+        .collect();
+    s.write_all(&frames).expect("write");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut buf = [0u8; 4096];
+    let _ = s.set_nonblocking(true);
+    let _ = s.read(&mut buf);
+    println!("ready");
+    std::thread::sleep(Duration::from_secs(60));
+}
 
+/// The helper's verdict: its first line that is "ready" or "denied" (the test harness
+/// prints its own lines first).
 fn read_line(child: &mut std::process::Child) -> String {
     use std::io::BufRead;
-    let out = child.stdout.as_mut().expect("piped");
-    let mut line = String::new();
+    let out = child.stdout.take().expect("piped");
     std::io::BufReader::new(out)
-        .read_line(&mut line)
-        .expect("reads");
-    line.trim().to_owned()
+        .lines()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            // libtest may have written "test helper_client ... " before it on the line.
+            ["ready", "denied"]
+                .into_iter()
+                .find(|w| l.trim_end().ends_with(w))
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -274,7 +308,7 @@ async fn a_sigkilled_client_has_its_flows_freed_within_one_second() {
         );
     }
     let path = d.socket_path().to_str().expect("utf-8").to_owned();
-    let mut child = python(HELPER, &[&path, &frames, "0"]);
+    let mut child = helper(&path, &frames, false);
     let line = tokio::task::block_in_place(|| read_line(&mut child));
     assert_eq!(line, "ready");
     wait_for(|| d.flow_count() == 5, Duration::from_secs(2)).await;
@@ -304,7 +338,7 @@ async fn socket_permissions_keep_other_users_out() {
             name: "nobody".into(),
         },
     );
-    let mut child = python(HELPER, &[&path, &hello, "1"]);
+    let mut child = helper(&path, &hello, true);
     let line = tokio::task::block_in_place(|| read_line(&mut child));
     let _ = child.kill();
     let _ = child.wait();
@@ -316,7 +350,7 @@ async fn socket_permissions_keep_other_users_out() {
     drop(d);
     let d = daemon("perm2", |c| c.daemon.socket_mode = "0666".into()).await;
     let path = d.socket_path().to_str().expect("utf-8").to_owned();
-    let mut child = python(HELPER, &[&path, &hello, "1"]);
+    let mut child = helper(&path, &hello, true);
     let line = tokio::task::block_in_place(|| read_line(&mut child));
     assert_eq!(line, "ready");
     wait_for(|| d.client_count() == 1, Duration::from_secs(2)).await;
@@ -396,4 +430,67 @@ async fn a_daemon_restart_is_an_error_then_clients_reattach() {
     c.open(DEST, FlowKey(1), 1.0, FeedbackSource::Implicit)
         .await
         .expect("reattached");
+}
+
+/// The CM probe protocol daemon to daemon over UDP (papers/003 Figure 5): a probe-fed flow
+/// from daemon A's host to daemon B's; B's application reports 3 packets in 4 to B's receiver
+/// CM; A learns the RTT and the loss from B's responses alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_run_daemon_to_daemon_over_udp() {
+    let b = daemon("probe-b", |c| {
+        c.cm.probe_bind = Some("127.0.0.1:0".parse().expect("addr"));
+    })
+    .await;
+    let b_port = b.probe_addr().expect("bound").port();
+    let a = daemon("probe-a", |c| {
+        c.cm.probe_bind = Some("127.0.0.1:0".parse().expect("addr"));
+        c.cm.probe_peer_port = b_port;
+    })
+    .await;
+    let a_addr = a.probe_addr().expect("bound");
+    let sender = client(&a, "sender").await;
+    let receiver = client(&b, "receiver").await;
+    let key = FlowKey(0xfeed);
+    let (flow, _) = sender
+        .open(PeerAddr::from(a_addr.ip()), key, 1.0, FeedbackSource::Probe)
+        .await
+        .expect("open");
+    sender
+        .request(flow, Request::bytes(1 << 30))
+        .await
+        .expect("request");
+    let from = PeerAddr::from(a_addr.ip());
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < Duration::from_secs(8) {
+        let Ok(Some(Message::Grant { bytes, .. })) =
+            timeout(Duration::from_millis(500), sender.next_event()).await
+        else {
+            continue;
+        };
+        n += 1;
+        // The sending application sends, then notifies its CM; the packet reaches the
+        // receiving application, which reports it to its CM (3 in 4 arrive).
+        sender.notify(flow, bytes).await.expect("notify");
+        if !n.is_multiple_of(4) {
+            receiver
+                .received(from, key, bytes, false)
+                .await
+                .expect("received");
+        }
+        if n.is_multiple_of(64)
+            && sender.query(flow).await.expect("query").probe_sent_bytes > 300_000
+        {
+            break;
+        }
+    }
+    let q = sender.query(flow).await.expect("query");
+    let loss = q.probe_lost_bytes as f64 / q.probe_sent_bytes.max(1) as f64;
+    println!(
+        "daemon to daemon: {} B in probed intervals, loss {loss:.3} (true 0.25), srtt {:?}",
+        q.probe_sent_bytes, q.srtt
+    );
+    assert!(q.srtt.is_some(), "probe responses gave an RTT: {q:?}");
+    assert!(q.probe_sent_bytes > 100_000, "{q:?}");
+    assert!((loss - 0.25).abs() < 0.05, "loss {loss}");
 }

@@ -55,12 +55,15 @@ impl CongestionManager {
             if *sent > 0 {
                 f.loss_rate = Some(1.0 - in_interval as f64 / *sent as f64);
             }
-            // More received than sent in an interval can only be data counted late: sent
-            // before the previous probe but reported to the receiver CM after it, so that
-            // interval read it as lost. Give those bytes back to the long-run count instead
-            // of dropping the surplus (which biased the loss estimate upwards: 0.51-0.73 for
-            // a true 0.25 on loopback, where the receiving application reports from its own
-            // thread). A lost byte never comes back this way, so nothing real is undone.
+            // More received than sent in an interval is data counted in another interval than
+            // the one it was sent in: late (sent before the previous probe, reported to the
+            // receiver CM after it) or early (reported before the sender's `cm_notify`
+            // reached this CM). The neighbouring interval's matching shortfall was, or will
+            // be, read as loss; crediting the surplus back to the long-run count keeps it at
+            // sent minus received instead of dropping the surplus, which biased it upwards
+            // (0.51-0.73 for a true 0.25 on loopback, where the receiving application reports
+            // from its own thread). Without surpluses (a FIFO path) nothing changes: the
+            // simulator's CM experiments are byte-identical.
             let late = recd.saturating_sub(*sent).min(f.probe_lost_bytes);
             f.probe_lost_bytes -= late;
             f.probe_sent_bytes = f.probe_sent_bytes.saturating_add(*sent);

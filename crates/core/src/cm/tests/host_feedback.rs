@@ -3,7 +3,8 @@
 //!
 //! * the probe-fed loss estimate read 0.51–0.73 for a true loss of 0.25, because the receiving
 //!   application counted packets after a scheduling delay, so some landed in the interval
-//!   after their own, and the sender dropped the surplus of those intervals;
+//!   after their own (or, when the sender notifies after sending, before), and the sender
+//!   dropped the surplus of those intervals;
 //! * exponential aging collapsed an implicit-feedback flow to its floor rate within a
 //!   millisecond of its application being descheduled, because the half-life was the
 //!   minimum RTT (tens of microseconds).
@@ -24,6 +25,8 @@ enum Msg {
     Response(Vec<u8>),
     /// The receiving application reports one packet to its CM.
     Count,
+    /// The sending application tells its CM it sent one packet (`cm_notify`).
+    Notify,
 }
 
 fn emit(p: &CmPacket) -> Vec<u8> {
@@ -37,6 +40,17 @@ fn emit(p: &CmPacket) -> Vec<u8> {
 /// [0, `max_lag`) (a fixed-seed LCG). Returns the long-run loss the sender measured and the
 /// bytes it measured it over.
 fn measured_loss(config: CmConfig, max_lag: Duration, secs: u64) -> (f64, u64) {
+    measured_loss_with(config, max_lag, Duration::ZERO, secs)
+}
+
+/// As [`measured_loss`], with the sender's `cm_notify` made `notify_lag` after the packet
+/// left (the sending application notifies after its `send` returns).
+fn measured_loss_with(
+    config: CmConfig,
+    max_lag: Duration,
+    notify_lag: Duration,
+    secs: u64,
+) -> (f64, u64) {
     let mut cm = CongestionManager::new(config);
     let flow = cm
         .open(Time::ZERO, DEST, KEY, FlowOptions::probed())
@@ -52,7 +66,11 @@ fn measured_loss(config: CmConfig, max_lag: Duration, secs: u64) -> (f64, u64) {
     while now < end {
         if now >= next_data && now < stop {
             n += 1;
-            cm.notify(now, flow, 1000).expect("notify");
+            if notify_lag.is_zero() {
+                cm.notify(now, flow, 1000).expect("notify");
+            } else {
+                wire.push(now + notify_lag, Msg::Notify);
+            }
             if n % 4 != 0 {
                 lcg = lcg
                     .wrapping_mul(6_364_136_223_846_793_005)
@@ -65,6 +83,7 @@ fn measured_loss(config: CmConfig, max_lag: Duration, secs: u64) -> (f64, u64) {
         while let Some(m) = wire.pop_due(now) {
             match m {
                 Msg::Count => rx.handle_data(now, SRC, KEY, 1000, false),
+                Msg::Notify => cm.notify(now, flow, 1000).expect("notify"),
                 Msg::Probe(b) => rx.handle_packet(now, SRC, &probe::parse(&b).expect("probe")),
                 Msg::Response(b) => {
                     cm.handle_packet(now, DEST, &probe::parse(&b).expect("response"))
@@ -131,6 +150,21 @@ fn test_probe_loss_estimate_with_late_receiver_counts_is_within_two_points_of_tr
     let (loss, bytes) = measured_loss(paper, ms(2), 2);
     println!("late counts (0-2 ms), no floor: loss {loss:.4} over {bytes} B (true 0.25)");
     assert!((loss - 0.25).abs() < 0.02, "loss {loss}");
+}
+
+#[test]
+fn test_probe_loss_estimate_with_early_receiver_counts_is_within_two_points_of_truth() {
+    // The sender notifies its CM 0.5 ms after sending, the receiver counts at once: packets
+    // are counted received before they are counted sent, in the interval before their own.
+    let paper = CmConfig {
+        feedback_floor: Duration::ZERO,
+        ..CmConfig::default()
+    };
+    for (name, config) in [("default floor", CmConfig::default()), ("no floor", paper)] {
+        let (loss, bytes) = measured_loss_with(config, Duration::ZERO, ms(1) / 2, 2);
+        println!("early counts (0.5 ms), {name}: loss {loss:.4} over {bytes} B (true 0.25)");
+        assert!((loss - 0.25).abs() < 0.02, "loss {loss}");
+    }
 }
 
 #[test]
