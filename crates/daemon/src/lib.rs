@@ -14,16 +14,19 @@
 //!
 //! Module map: [`config`] (the TOML file), [`engine`] (state and who-may-do-what, no I/O),
 //! [`server`] (sockets and tasks on the caller's tokio runtime), [`client`] (the library
-//! applications use), [`estimator`] (interface counters), `status` (the monitor's JSON).
+//! applications use), [`host`] (one CM API: the daemon's if it runs, else in process),
+//! [`estimator`] (interface counters), `status` (the monitor's JSON).
 
 pub mod client;
 pub mod config;
 pub mod engine;
 pub mod estimator;
+pub mod host;
 pub mod server;
 mod status;
 
 pub use client::{ClientError, DaemonClient, socket_path};
 pub use config::{ConfigError, DaemonConfig};
 pub use engine::{Caller, DaemonStats, Engine};
+pub use host::{Backend, HostCm, HostFlow};
 pub use server::{DaemonError, RunningDaemon, start};
