@@ -93,6 +93,7 @@ pub struct RunningDaemon {
     shared: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
     probe_addr: Option<SocketAddr>,
+    status_addr: Option<SocketAddr>,
 }
 
 impl RunningDaemon {
@@ -104,6 +105,11 @@ impl RunningDaemon {
     /// The probe protocol's bound address, if enabled.
     pub fn probe_addr(&self) -> Option<SocketAddr> {
         self.probe_addr
+    }
+
+    /// The status-message socket's bound address, if enabled.
+    pub fn status_addr(&self) -> Option<SocketAddr> {
+        self.status_addr
     }
 
     /// Connected clients.
@@ -161,6 +167,7 @@ pub async fn start(config: DaemonConfig) -> Result<RunningDaemon, DaemonError> {
         ),
         None => None,
     };
+    let status_addr = status.as_ref().and_then(|s| s.local_addr().ok());
     let mut verifier = StatusVerifier::new();
     for (addr, key_id, key) in config.status_peers()? {
         verifier
@@ -187,6 +194,7 @@ pub async fn start(config: DaemonConfig) -> Result<RunningDaemon, DaemonError> {
         shared,
         tasks,
         probe_addr,
+        status_addr,
     })
 }
 

@@ -494,3 +494,98 @@ async fn probes_run_daemon_to_daemon_over_udp() {
     assert!(q.probe_sent_bytes > 100_000, "{q:?}");
     assert!((loss - 0.25).abs() < 0.05, "loss {loss}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn estimates_and_the_status_reach_clients() {
+    let d = daemon("estimator", |c| c.estimator.period_ms = 20).await;
+    let c = client(&d, "watcher").await;
+    assert_eq!(
+        refused(c.subscribe_estimator("../../etc").await),
+        ErrorCode::InvalidArgument
+    );
+    c.subscribe_estimator("lo").await.expect("subscribe");
+    let est = timeout(Duration::from_secs(5), async {
+        loop {
+            if let Some(Message::Estimate {
+                iface,
+                bytes_per_s,
+                total_bytes,
+                ..
+            }) = c.next_event().await
+            {
+                return (iface, bytes_per_s, total_bytes);
+            }
+        }
+    })
+    .await
+    .expect("an estimate within 5 s");
+    assert_eq!(est.0, "lo");
+    assert!(est.1 >= 0.0 && est.2 > 0, "{est:?}");
+    let (flow, _) = c
+        .open(DEST, FlowKey(3), 2.0, FeedbackSource::Implicit)
+        .await
+        .expect("open");
+    let json = c.status().await.expect("status");
+    let v: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(v["clients"][0]["name"], "watcher");
+    assert_eq!(v["clients"][0]["flows"], 1);
+    assert_eq!(v["macroflows"][0]["flows"][0]["flow"], flow.0);
+    assert_eq!(v["estimators"][0]["iface"], "lo");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_messages_are_accepted_from_configured_peers_only() {
+    use adaptnet_core::env::{StatusKey, StatusMessage, StatusSigner};
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").expect("peer socket");
+    let stranger = std::net::UdpSocket::bind("127.0.0.1:0").expect("stranger socket");
+    let key_hex = "00112233445566778899aabbccddeeff";
+    let peer_addr = peer.local_addr().expect("addr");
+    let d = daemon("status", |c| {
+        c.env.status_bind = Some("127.0.0.1:0".parse().expect("addr"));
+        c.env.peers = vec![adaptnet_daemon::config::PeerConfig {
+            addr: peer_addr,
+            key_id: 4,
+            key_hex: key_hex.into(),
+        }];
+    })
+    .await;
+    let to = d.status_addr().expect("status socket");
+    let key = StatusKey::new(&[
+        0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee,
+        0xff,
+    ])
+    .expect("key");
+    let dev = Name::new("wlan0").expect("name");
+    let msg = |v: f64| StatusMessage {
+        key_id: 0,
+        seq: 0,
+        device: dev.clone(),
+        param: Param::Bandwidth,
+        value: v,
+        violated: LevelMask::EMPTY,
+        cleared: LevelMask::EMPTY,
+    };
+    let mut buf = [0u8; 512];
+    // The same key from an address that is not configured: rejected.
+    let mut signer = StatusSigner::new(4, key.clone(), 1);
+    let n = signer.seal(&msg(111.0), &mut buf).expect("seal");
+    stranger.send_to(&buf[..n], to).expect("send");
+    // The configured peer: accepted.
+    let n = signer.seal(&msg(222.0), &mut buf).expect("seal");
+    peer.send_to(&buf[..n], to).expect("send");
+    let c = client(&d, "reader").await;
+    let mut got = None;
+    for _ in 0..100 {
+        let r = c.get_dev_params(dev.clone()).await.expect("get");
+        if let Some(p) = r.first() {
+            got = Some(p.raw);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(got, Some(222.0));
+    let v: serde_json::Value =
+        serde_json::from_str(&c.status().await.expect("status")).expect("JSON");
+    assert_eq!(v["stats"]["status_accepted"], 1);
+    assert_eq!(v["stats"]["status_rejected"], 1);
+}
