@@ -311,6 +311,10 @@ fn two_processes_share_one_macroflow_through_the_daemon() {
     let link = match NetnsLink::create("dmn", 47) {
         Ok(l) => l,
         Err(e) => {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "CI must run the namespace tests: {e}"
+            );
             println!("skipped: {e}");
             return;
         }
