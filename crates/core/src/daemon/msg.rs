@@ -447,6 +447,15 @@ fn get_coded<T: Copy>(
         })
 }
 
+/// A list's `count u8`, refused above `max` before anything is allocated for it.
+fn get_count(r: &mut Reader<'_>, max: usize, what: &'static str) -> Result<usize, WireError> {
+    let n = usize::from(r.u8()?);
+    if n > max {
+        return Err(WireError::Malformed(what));
+    }
+    Ok(n)
+}
+
 fn flow(r: &mut Reader<'_>) -> Result<FlowId, WireError> {
     Ok(FlowId(r.u32()?))
 }
@@ -533,10 +542,7 @@ fn parse_payload(kind: u8, r: &mut Reader<'_>) -> Result<Message, WireError> {
         0x0b => {
             let device = get_name(r)?;
             let param = get_param(r)?;
-            let n = usize::from(r.u8()?);
-            if n > MAX_LEVELS {
-                return Err(WireError::Malformed("more than 128 levels"));
-            }
+            let n = get_count(r, MAX_LEVELS, "more than 128 levels")?;
             let mut levels = Vec::with_capacity(n);
             for _ in 0..n {
                 let value = get_f64(r)?;
@@ -601,10 +607,7 @@ fn parse_payload(kind: u8, r: &mut Reader<'_>) -> Result<Message, WireError> {
         }),
         0x45 => {
             let device = get_name(r)?;
-            let n = usize::from(r.u8()?);
-            if n > MAX_READINGS {
-                return Err(WireError::Malformed("more than 64 readings"));
-            }
+            let n = get_count(r, MAX_READINGS, "more than 64 readings")?;
             let mut readings = Vec::with_capacity(n);
             for _ in 0..n {
                 readings.push(DevParam {
@@ -706,6 +709,14 @@ impl Out {
             .ok_or(WireError::Malformed("string longer than 64 bytes"))?;
         self.u8(n);
         self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+    fn count(&mut self, n: usize, max: usize, what: &'static str) -> Result<(), WireError> {
+        let n = u8::try_from(n)
+            .ok()
+            .filter(|n| usize::from(*n) <= max)
+            .ok_or(WireError::Malformed(what))?;
+        self.u8(n);
         Ok(())
     }
     fn param(&mut self, p: &Param) -> Result<(), WireError> {
@@ -831,11 +842,7 @@ impl Message {
             } => {
                 o.str(device.as_str())?;
                 o.param(param)?;
-                let n = u8::try_from(levels.len())
-                    .ok()
-                    .filter(|n| usize::from(*n) <= MAX_LEVELS)
-                    .ok_or(WireError::Malformed("more than 128 levels"))?;
-                o.u8(n);
+                o.count(levels.len(), MAX_LEVELS, "more than 128 levels")?;
                 for l in levels {
                     o.f64(l.value);
                     o.u8(u8::from(l.kind == LevelKind::High));
@@ -895,11 +902,7 @@ impl Message {
             }
             Message::DevParams { device, readings } => {
                 o.str(device.as_str())?;
-                let n = u8::try_from(readings.len())
-                    .ok()
-                    .filter(|n| usize::from(*n) <= MAX_READINGS)
-                    .ok_or(WireError::Malformed("more than 64 readings"))?;
-                o.u8(n);
+                o.count(readings.len(), MAX_READINGS, "more than 64 readings")?;
                 for d in readings {
                     o.param(&d.param)?;
                     o.f64(d.raw);
