@@ -353,6 +353,34 @@ fn test_unseen_cancel_returns_window_credit() {
     assert!(h.tx.spp().started_charge() <= full);
 }
 
+/// Regression: with a window of one largest message, an urgent message waited for the
+/// reader to take the bulk one. With the window at twice the largest, it goes beside it.
+#[test]
+fn test_urgent_message_fits_beside_the_largest_one() {
+    let mut h = Harness::new(2 * charge(60_000), 0);
+    h.stalled_until = Time::from_secs(100);
+    h.apply(&Op::Burst {
+        count: 1,
+        size: 60_000,
+        timer_ms: None,
+        high: false,
+    });
+    h.run_for(Duration::from_millis(300));
+    h.apply(&Op::Burst {
+        count: 1,
+        size: 4000,
+        timer_ms: Some(500),
+        high: true,
+    });
+    h.run_for(Duration::from_millis(300));
+    let urgent = *h.submitted.last().unwrap();
+    assert!(
+        matches!(h.outcomes.get(&urgent), Some(Outcome::Delivered { .. })),
+        "{:?}",
+        h.outcomes.get(&urgent)
+    );
+}
+
 /// Messages larger than the whole window go one at a time instead of never.
 #[test]
 fn test_message_larger_than_the_window_goes_alone() {

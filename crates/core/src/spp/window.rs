@@ -26,7 +26,9 @@
 //!   receiver's custody never exceeds the window, and a slow reader slows the sender without
 //!   losing anything.
 //!
-//! A message whose charge exceeds the whole window goes alone: the sender starts it only
+//! Keep the window at least twice the largest message: a message that does not fit waits,
+//! urgent ones included, until the receiver's application has taken enough. A message whose
+//! charge exceeds the whole window goes alone: the sender starts it only
 //! when the receiver holds nothing of its messages (its started bytes are at most
 //! `limit - size`, which is why ACK_WINDOW also carries the window's size), and the receiver
 //! takes it only then. Its custody may then exceed the window by that one message.

@@ -20,7 +20,7 @@ use adaptnet_core::atp::endpoint::{
 };
 use adaptnet_core::session::CloseReason;
 use rand::RngExt;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -59,6 +59,9 @@ pub(super) struct AtpDriver {
     taken_told: HashMap<u64, (u64, u64)>,
     /// The receive window every connection advertises, bytes.
     window_bytes: u64,
+    /// Per connection, delivered messages waiting for room in the inbox's bound in
+    /// messages (the window bounds them with the rest of what the receiver holds).
+    staged: HashMap<u64, VecDeque<Message>>,
 }
 
 impl AtpDriver {
@@ -74,20 +77,16 @@ impl AtpDriver {
                 "ATP options expected",
             ));
         };
-        // Receiver flow control: the window is what the inbox can hold unread, so a message
-        // core reports delivered always fits it (the window charges each message 1 KB on
-        // top of its bytes, which also bounds their number).
-        let per_message = adaptnet_core::spp::window::MESSAGE_CHARGE_BYTES;
-        let inbox_bound = options
-            .unread_bytes_max
-            .min((options.message_queue_len as u64).saturating_mul(per_message));
+        // Receiver flow control: the window is at most the bytes the inbox holds unread, so
+        // a message core reports delivered always fits it. (Its bound in messages is kept by
+        // staging: see `deliver`.)
         let window_bytes = atp
             .core
             .atp
             .spp
             .receive_window_bytes
             .unwrap_or(adaptnet_core::atp::endpoint::DEFAULT_RECEIVE_WINDOW_BYTES)
-            .min(inbox_bound)
+            .min(options.unread_bytes_max)
             .max(1);
         atp.core.atp.spp.receive_window_bytes = Some(window_bytes);
         atp.core.server = options.server.then(|| {
@@ -120,7 +119,24 @@ impl AtpDriver {
             refused: 0,
             taken_told: HashMap::new(),
             window_bytes,
+            staged: HashMap::new(),
         })
+    }
+
+    /// Hands connection `id`'s staged messages to its inbox while it has room.
+    fn unstage(&mut self, id: u64) {
+        let (Some(port), Some(staged)) = (self.ports.get_mut(&id), self.staged.get_mut(&id)) else {
+            return;
+        };
+        while port.has_room()
+            && let Some(m) = staged.pop_front()
+        {
+            // Within the window, so within the inbox's bytes: nothing to close for.
+            let _ = port.deliver(m);
+        }
+        if staged.is_empty() {
+            self.staged.remove(&id);
+        }
     }
 
     /// Returns to each connection's window what its application read since the last call,
@@ -128,6 +144,10 @@ impl AtpDriver {
     /// (the receiver's threshold for a window update), so a sender waiting on a full window
     /// is not left waiting for an unrelated wake-up.
     fn return_window(&mut self) {
+        let ids: Vec<u64> = self.staged.keys().copied().collect();
+        for id in ids {
+            self.unstage(id);
+        }
         let step = (self.window_bytes / 8).max(1);
         for (id, port) in &self.ports {
             let Some(conn) = self.endpoint.connection_mut(ConnectionId(*id)) else {
@@ -228,14 +248,13 @@ impl AtpDriver {
                 let _ = reply.send(r);
             }
             ConnOp::Control { id, op, reply } => {
-                let _ = reply.send(app::control(conn, now, id, op).map_err(SendError::from));
+                let _ = reply.send(app::control(conn, now, id, op));
             }
             ConnOp::CreateQueue { reply } => {
-                let _ = reply.send(app::create_queue(conn).map_err(SendError::from));
+                let _ = reply.send(app::create_queue(conn));
             }
             ConnOp::RegisterBandwidthRange { low, high, reply } => {
-                let r = app::register_bandwidth_range(conn, low, high);
-                let _ = reply.send(r.map_err(SendError::from));
+                let _ = reply.send(app::register_bandwidth_range(conn, low, high));
             }
             ConnOp::Stats { reply } => {
                 let _ = reply.send(ConnectionStats::Atp(app::stats(conn)));
@@ -256,13 +275,20 @@ impl AtpDriver {
                     priority: d.priority,
                     data: d.data.unwrap_or_default(),
                 };
-                // Flow control: core's window is at most what the inbox holds, and core
-                // refuses a peer that passes it, so the inbox is never past its bounds here.
-                // Should it be (a bug), the connection is closed rather than the message
-                // dropped: its sender was told it was delivered.
-                if let Some(too_slow) = port.deliver(message) {
-                    tracing::error!(?id, "receive window passed: closing");
-                    self.close(now, id.0, too_slow, Duration::ZERO);
+                // Flow control: core's window is at most the bytes the inbox holds, and core
+                // refuses a peer that passes it, so the inbox's bytes are never passed. Its
+                // bound in messages may be: those wait here (a read makes room and wakes
+                // the driver). Should the bytes be passed (a bug), the connection is closed
+                // rather than the message dropped: its sender was told it was delivered.
+                let staged = self.staged.entry(id.0).or_default();
+                if !staged.is_empty() || !port.has_room() {
+                    staged.push_back(message);
+                } else {
+                    self.staged.remove(&id.0);
+                    if let Some(too_slow) = port.deliver(message) {
+                        tracing::error!(?id, "receive window passed: closing");
+                        self.close(now, id.0, too_slow, Duration::ZERO);
+                    }
                 }
             }
             ConnEvent::Discarded(m) => port.event(ConnectionEvent::Discarded(m)),
@@ -270,6 +296,10 @@ impl AtpDriver {
                 tracing::info!(?id, ?reason, "ATP connection ended");
                 self.taken_told.remove(&id.0);
                 if let Some(mut port) = self.ports.remove(&id.0) {
+                    // What was delivered stays readable after the end, staged or not.
+                    for m in self.staged.remove(&id.0).into_iter().flatten() {
+                        let _ = port.deliver(m);
+                    }
                     let why = port.closing().cloned().unwrap_or_else(|| closed_by(reason));
                     port.end(why);
                 }

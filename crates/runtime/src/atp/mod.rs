@@ -12,10 +12,12 @@
 //! # ATP's bounds
 //! Messages, queues, notifications, buffered bytes and connections are core's
 //! ([`EndpointConfig`]). Each connection's receiver advertises a window (core's
-//! [`adaptnet_core::spp::window`]): the smaller of core's `receive_window_bytes` (64 MB by
-//! default) and what the connection's inbox holds unread (`unread_bytes_max`, and
-//! `message_queue_len` messages at 1 KB each). A receiving application that reads slowly
-//! slows its sender; nothing is dropped and the connection stays open. `Delivered` means the
+//! [`adaptnet_core::spp::window`]): the smaller of core's `receive_window_bytes` (128 MB by
+//! default, twice the largest message a sender buffers, so an urgent message fits beside
+//! it) and the bytes the connection's inbox holds unread (`unread_bytes_max`); messages past
+//! the inbox's bound in messages wait in the driver until the application reads. A
+//! receiving application that reads slowly slows its sender; nothing is dropped and the
+//! connection stays open. `Delivered` means the
 //! peer's inbox has the message (it is readable there even after the connection ends).
 //!
 //! # A silent or dead peer

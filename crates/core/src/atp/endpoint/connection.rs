@@ -63,7 +63,9 @@ enum State {
 #[derive(Debug)]
 pub struct AtpConnection {
     client_id: u64,
-    sender: AtpSender,
+    /// This side's ATP sender; the application reaches it only through the calls of
+    /// `app.rs`.
+    pub(super) sender: AtpSender,
     receiver: AtpReceiver,
     liveness: Liveness,
     state: State,
@@ -75,6 +77,7 @@ pub struct AtpConnection {
     /// Blocked by the peer's window with nothing in flight: when the next PING asking for
     /// a window update is due, and the interval after it.
     window_probe: Option<(Time, Duration)>,
+    max_buffered_bytes: u64,
 }
 
 impl AtpConnection {
@@ -82,6 +85,7 @@ impl AtpConnection {
     /// estimator as its bandwidth source.
     pub fn new(config: AtpConfig, liveness: LivenessConfig, client_id: u64, now: Time) -> Self {
         let receiver = AtpReceiver::new(config.spp.clone());
+        let max_buffered_bytes = config.max_buffered_bytes;
         AtpConnection {
             client_id,
             sender: AtpSender::new(config, RateSource::Estimated, now),
@@ -93,6 +97,7 @@ impl AtpConnection {
             malformed: 0,
             last_now: now,
             window_probe: None,
+            max_buffered_bytes,
         }
     }
 
@@ -134,14 +139,16 @@ impl AtpConnection {
         self.client_id
     }
 
-    /// This side's ATP sender: submit, cancel, defer, resume, queries.
+    /// This side's ATP sender, read-only (estimator state, for diagnostics). Application
+    /// calls are the connection's own (`send`, `control`, …): engines never change the
+    /// sender's parts.
     pub fn sender(&self) -> &AtpSender {
         &self.sender
     }
 
-    /// This side's ATP sender, for application calls.
-    pub fn sender_mut(&mut self) -> &mut AtpSender {
-        &mut self.sender
+    /// The most bytes of submitted messages held at once ([`AtpConfig::max_buffered_bytes`]).
+    pub fn max_buffered_bytes(&self) -> u64 {
+        self.max_buffered_bytes
     }
 
     /// The receiving half.
@@ -152,6 +159,11 @@ impl AtpConnection {
     /// Datagrams from the peer that did not parse.
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// Whether the connection is open: neither draining nor closed, so it takes new messages.
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
     }
 
     /// Whether the connection has ended.
