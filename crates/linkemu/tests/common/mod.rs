@@ -201,10 +201,17 @@ pub fn stream_goodput_bps(link: &EmulatedLink, seconds: f64) -> f64 {
 }
 
 /// Emulator options with a namespace name no other test (of this or another checkout running
-/// at the same time) uses: `h-link-tests-WHAT-PID`.
+/// at the same time) uses: `h-link-tests-WHAT-PID`. With `$ADAPTNET_LINKEMU_CAPTURE` set, each
+/// side's packets are written to `$ADAPTNET_LINKEMU_CAPTURE/WHAT/{emulated,far}.pcap`.
 pub fn named(what: &str) -> EmulatorOptions {
+    let capture_dir = std::env::var_os("ADAPTNET_LINKEMU_CAPTURE").map(|d| {
+        let dir = std::path::PathBuf::from(d).join(what);
+        std::fs::create_dir_all(&dir).expect("capture directory");
+        dir
+    });
     EmulatorOptions {
         name: Some(format!("h-link-tests-{what}-{}", std::process::id())),
+        capture_dir,
         ..EmulatorOptions::default()
     }
 }
