@@ -41,14 +41,13 @@ fn atp_estimate_follows_a_stepped_rate_trace() {
         .enumerate()
         .map(|(i, &r)| (i as f64 * STEP_S, r))
         .collect();
-    let trace = common::flows::piecewise_trace("atp-steps", &steps);
-    let down = format!(
-        "trace = {{ format = \"piecewise\", path = {:?} }}\ndelay_ms = 10\nqueue_packets = 50",
-        trace.display().to_string()
+    let table = common::flows::stepped_table(
+        "atp",
+        &steps,
+        "delay_ms = 10\nqueue_packets = 50",
+        "bandwidth_mbps = 10\ndelay_ms = 10\nqueue_packets = 50",
     );
-    let up = "bandwidth_mbps = 10\ndelay_ms = 10\nqueue_packets = 50";
-    let opts = common::named("atp");
-    let Some(link) = common::up("ATP estimate", common::table(&down, up), opts) else {
+    let Some(link) = common::up("ATP estimate", table, common::named("atp")) else {
         return;
     };
     let server_sock = link

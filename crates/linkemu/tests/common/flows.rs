@@ -127,18 +127,31 @@ pub fn fmt_rates(v: &[f64]) -> String {
     parts.join(" ")
 }
 
-/// Writes a piecewise trace (`time_seconds bytes_per_second` lines) of `steps` (seconds, Mbit/s)
-/// to a fresh file under the system's temporary directory and returns its path.
-pub fn piecewise_trace(name: &str, steps: &[(f64, f64)]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("adaptnet-linkemu-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temporary directory");
-    let path = dir.join(format!("{name}.trace"));
+/// A link table whose downlink follows the piecewise trace `steps` (seconds, Mbit/s) with
+/// the other downlink keys `down_rest`, and whose uplink is `up`. The trace is written to a
+/// temporary file, read, and removed.
+pub fn stepped_table(
+    name: &str,
+    steps: &[(f64, f64)],
+    down_rest: &str,
+    up: &str,
+) -> adaptnet_sim::scenario::link_table::LinkPair {
+    let path = std::env::temp_dir().join(format!(
+        "adaptnet-linkemu-{name}-{}.trace",
+        std::process::id()
+    ));
     let text: String = steps
         .iter()
         .map(|(t, mbps)| format!("{t} {}\n", mbps * 1e6 / 8.0))
         .collect();
     std::fs::write(&path, text).expect("write the trace");
-    path
+    let down = format!(
+        "trace = {{ format = \"piecewise\", path = {:?} }}\n{down_rest}",
+        path.display().to_string()
+    );
+    let table = super::table(&down, up);
+    std::fs::remove_file(&path).ok();
+    table
 }
 
 /// `n` streams of the stream transport from one endpoint on the far side (`sender`

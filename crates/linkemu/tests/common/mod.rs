@@ -237,3 +237,24 @@ pub fn set_congestion(s: &std::net::TcpStream, cc: &str) {
         std::io::Error::last_os_error()
     );
 }
+
+/// Whether this kernel lets a socket use congestion control `cc` (root may load its module
+/// on the way): tried on a fresh, unconnected TCP socket.
+pub fn kernel_has(cc: &str) -> bool {
+    // SAFETY: a new socket, closed below; setsockopt with a valid buffer and its length.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            return false;
+        }
+        let rc = libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        );
+        libc::close(fd);
+        rc == 0
+    }
+}
