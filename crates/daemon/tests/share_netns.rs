@@ -19,7 +19,7 @@ use adaptnet_core::cm::{
 use adaptnet_core::daemon::Message;
 use adaptnet_daemon::{DaemonClient, DaemonConfig};
 use adaptnet_runtime::cm::{Cm, CmOptions, Notice};
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_testbed::netns::NetnsLink;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

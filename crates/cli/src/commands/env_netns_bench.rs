@@ -27,9 +27,9 @@
 
 use adaptnet_core::env::{ActionTable, Level, LevelMask, Name, Param, TcpAction, Watermarks};
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
-use adaptnet_runtime::loopback::cpu_time;
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_runtime::env::{EnvMonitor, EnvOptions};
+use adaptnet_testbed::loopback::cpu_time;
+use adaptnet_testbed::netns::NetnsLink;
 use anyhow::{Context, Result, anyhow};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -113,9 +113,9 @@ impl Mechanism {
     /// Starts the monitor on `link`'s host end and, per `case`, the generator, the
     /// subscribers and the action table.
     fn start(case: usize, host_if: &str) -> Result<Mechanism> {
-        let monitor = Arc::new(EnvMonitor::start(EnvConfig {
+        let monitor = Arc::new(EnvMonitor::start(EnvOptions {
             interfaces: vec![host_if.to_string()],
-            ..EnvConfig::default()
+            ..EnvOptions::default()
         })?);
         let levels = Watermarks::new(vec![Level::low(10.0), Level::high(50.0)])?;
         monitor.set_watermarks(DEVICE, Param::Cost, levels)?;

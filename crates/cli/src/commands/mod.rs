@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod addr;
 pub mod bench;
 pub mod bulk;
 pub mod daemon;
@@ -13,6 +14,7 @@ pub mod link_bench;
 pub mod loopback_bench;
 pub mod monitor;
 pub mod real;
+pub mod serve;
 pub mod sim;
 pub mod validate;
 
