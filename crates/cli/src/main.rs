@@ -178,6 +178,38 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// The host daemon (issue 20): one Congestion Manager, one estimator per interface and
+    /// one event service for every application on the host, on a Unix socket
+    /// (docs/design/daemon.md; sample configuration in dist/adaptnetd.toml).
+    Daemon {
+        /// Configuration file (TOML).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Socket path (overrides the configuration's).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Address of the probe protocol's UDP socket (overrides the configuration's).
+        #[arg(long)]
+        probe_bind: Option<std::net::SocketAddr>,
+    },
+    /// Show the daemon's macroflows, rates, clients, estimators and counters, live.
+    Monitor {
+        /// The daemon's socket (default: $ADAPTNET_DAEMON_SOCKET or /run/adaptnet/daemon.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Refresh period, milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Snapshots to print, then exit (0: until interrupted).
+        #[arg(long, default_value_t = 0)]
+        count: u64,
+        /// Subscribe to this interface's bandwidth estimates (repeatable).
+        #[arg(long = "iface")]
+        ifaces: Vec<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a benchmark (`adaptnet bench list` shows them; default `sim`: the simulator on
     /// 10 NewReno flows, 10 Mbit/s, 50 ms RTT, 300 s).
     Bench {
@@ -296,6 +328,28 @@ fn main() -> ExitCode {
             repeat,
             scenario,
         } => commands::bench::run(&name, repeat, scenario.as_deref()),
+        Command::Daemon {
+            config,
+            socket,
+            probe_bind,
+        } => commands::daemon::run(&commands::daemon::DaemonArgs {
+            config: config.as_deref(),
+            socket,
+            probe_bind,
+        }),
+        Command::Monitor {
+            socket,
+            interval_ms,
+            count,
+            ifaces,
+            json,
+        } => commands::monitor::run(&commands::monitor::MonitorArgs {
+            socket,
+            interval: std::time::Duration::from_millis(interval_ms),
+            count,
+            ifaces,
+            json,
+        }),
     };
     match result {
         Ok(code) => code,
