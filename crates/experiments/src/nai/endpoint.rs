@@ -84,9 +84,20 @@ fn run_endpoint(
     let session = Session {
         close_at: Time::from_secs_f64(p.duration_s + p.max_drain_s),
         linger: LINGER,
-        liveness: LivenessConfig {
-            idle_timeout,
-            ..LivenessConfig::default()
+        liveness: {
+            // Riding out an outage takes both timeouts above it: the idle one and the
+            // silent peer's (issue 18); the default run keeps core's defaults.
+            let defaults = LivenessConfig::default();
+            let silent_timeout = if idle_timeout > defaults.idle_timeout {
+                idle_timeout
+            } else {
+                defaults.silent_timeout
+            };
+            LivenessConfig {
+                idle_timeout,
+                silent_timeout,
+                ..defaults
+            }
         },
     };
     let imp = Implementation::AtpEndpoint;

@@ -72,6 +72,7 @@ fn config() -> EndpointConfig {
     c.liveness = LivenessConfig {
         idle_timeout: Duration::from_millis(IDLE_MS),
         keepalive: Duration::from_secs(1),
+        ..LivenessConfig::default()
     };
     c
 }
