@@ -4,10 +4,11 @@
 //! pass — except under `CI=true`, where a skip is a failure (CI runs as root).
 
 use adaptnet_core::Time;
-use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions, jain_index};
+use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions};
 use adaptnet_sim::agents::cm::TcpCmSender;
 use adaptnet_sim::scenario::Scenario;
 use adaptnet_sim::world::FlowId;
+use adaptnet_testbed::jain_index;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -45,13 +45,16 @@ enum State {
 #[derive(Debug)]
 pub struct AtpConnection {
     client_id: u64,
-    sender: AtpSender,
+    /// This side's ATP sender; the application reaches it only through the calls of
+    /// `app.rs`.
+    pub(super) sender: AtpSender,
     receiver: AtpReceiver,
     liveness: Liveness,
     state: State,
     close_pending: Option<CloseReason>,
     events: VecDeque<ConnEvent>,
     malformed: u64,
+    max_buffered_bytes: u64,
 }
 
 impl AtpConnection {
@@ -59,6 +62,7 @@ impl AtpConnection {
     /// estimator as its bandwidth source.
     pub fn new(config: AtpConfig, liveness: LivenessConfig, client_id: u64, now: Time) -> Self {
         let receiver = AtpReceiver::new(config.spp.clone());
+        let max_buffered_bytes = config.max_buffered_bytes;
         AtpConnection {
             client_id,
             sender: AtpSender::new(config, RateSource::Estimated, now),
@@ -68,6 +72,7 @@ impl AtpConnection {
             close_pending: None,
             events: VecDeque::new(),
             malformed: 0,
+            max_buffered_bytes,
         }
     }
 
@@ -76,14 +81,16 @@ impl AtpConnection {
         self.client_id
     }
 
-    /// This side's ATP sender: submit, cancel, defer, resume, queries.
+    /// This side's ATP sender, read-only (estimator state, for diagnostics). Application
+    /// calls are the connection's own (`send`, `control`, …): engines never change the
+    /// sender's parts.
     pub fn sender(&self) -> &AtpSender {
         &self.sender
     }
 
-    /// This side's ATP sender, for application calls.
-    pub fn sender_mut(&mut self) -> &mut AtpSender {
-        &mut self.sender
+    /// The most bytes of submitted messages held at once ([`AtpConfig::max_buffered_bytes`]).
+    pub fn max_buffered_bytes(&self) -> u64 {
+        self.max_buffered_bytes
     }
 
     /// The receiving half.
@@ -94,6 +101,11 @@ impl AtpConnection {
     /// Datagrams from the peer that did not parse.
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// Whether the connection is open: neither draining nor closed, so it takes new messages.
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
     }
 
     /// Whether the connection has ended.
