@@ -587,6 +587,15 @@ impl<A: EndpointAddr> Endpoint<A> {
             self.stats.unknown += 1;
             return Accepted::Refused;
         }
+        // Validate before spending anything (a CM flow) on the peer.
+        let valid = self
+            .cookies
+            .as_ref()
+            .is_some_and(|(_, jar)| jar.is_valid(now, from.cookie_addr(), repr));
+        if !valid {
+            self.stats.unknown += 1;
+            return Accepted::Refused;
+        }
         let key = (from, repr.dst_port, repr.src_port);
         let Ok(h) = self.admit(key) else {
             return Accepted::Refused;
