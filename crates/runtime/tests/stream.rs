@@ -285,19 +285,30 @@ fn own_cm() -> Cm {
     .expect("cm")
 }
 
+/// A NewReno client and a CM-delegated one.
+fn both_controls() -> [StreamOptions; 2] {
+    [
+        StreamOptions::client(),
+        StreamOptions::client().with_cm_of(own_cm()),
+    ]
+}
+
+/// A server, a client with `client_opts`, and a stream between them.
+async fn connected(client_opts: StreamOptions) -> (StreamEndpoint, StreamEndpoint, StreamConn) {
+    let server =
+        StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::server()).unwrap();
+    let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
+    let out = client.connect(server.local_addr()).await.expect("connect");
+    (server, client, out)
+}
+
 /// Issue 17: dropping the endpoint mid-transfer closes its streams; the peer sees the end
 /// (the FIN after what was written, or a reset) within a second, and the writer learns
 /// that the endpoint closed. NewReno and CM-delegated alike.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_endpoint_mid_transfer_ends_the_peer_within_a_second() {
-    for client_opts in [
-        StreamOptions::client(),
-        StreamOptions::client().with_cm_of(own_cm()),
-    ] {
-        let server =
-            StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::server()).unwrap();
-        let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
-        let mut out = client.connect(server.local_addr()).await.expect("connect");
+    for client_opts in both_controls() {
+        let (server, client, mut out) = connected(client_opts).await;
         let writer = tokio::spawn(async move {
             let chunk = vec![5u8; 64 << 10];
             loop {
@@ -340,14 +351,8 @@ async fn dropping_the_endpoint_mid_transfer_ends_the_peer_within_a_second() {
 /// arrives, then the end of stream, within a second; a clone keeps the stream open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropping_the_last_stream_handle_sends_the_rest_then_the_end() {
-    for client_opts in [
-        StreamOptions::client(),
-        StreamOptions::client().with_cm_of(own_cm()),
-    ] {
-        let server =
-            StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::server()).unwrap();
-        let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
-        let mut out = client.connect(server.local_addr()).await.expect("connect");
+    for client_opts in both_controls() {
+        let (server, client, mut out) = connected(client_opts).await;
         let data = pattern(1 << 20, 9);
         out.write_all(&data).await.expect("write");
         let clone = out.clone();
