@@ -8,7 +8,7 @@
 use adaptnet_core::cm::{FeedbackSource, FlowKey, PeerAddr, Request};
 use adaptnet_core::daemon::Message;
 use adaptnet_daemon::{DaemonClient, DaemonConfig};
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_testbed::netns::NetnsLink;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -20,7 +20,7 @@ use adaptnet_core::env::{EnvTable, EventHub, Level, LevelMask, Name, Param, Wate
 use adaptnet_daemon::DaemonClient;
 use adaptnet_experiments::report::table::Table;
 use adaptnet_runtime::cm::{Cm, CmOptions, Notice};
-use adaptnet_runtime::loopback::cpu_time;
+use adaptnet_testbed::loopback::cpu_time;
 use anyhow::{Context, Result, anyhow};
 use std::path::PathBuf;
 use std::process::ExitCode;

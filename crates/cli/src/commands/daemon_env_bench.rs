@@ -22,7 +22,7 @@ use adaptnet_core::daemon::Message;
 use adaptnet_core::env::{Level, LevelMask, Name, Param};
 use adaptnet_daemon::DaemonClient;
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_testbed::netns::NetnsLink;
 use anyhow::{Result, anyhow};
 use std::net::TcpListener;
 use std::process::ExitCode;

@@ -41,7 +41,11 @@ enum State {
 }
 
 /// An established ATP connection (sans-IO): feed it every datagram from its peer, send what
-/// `poll_transmit` writes, and call `handle_timeout` at `poll_timeout`.
+/// `poll_transmit` writes, and call `handle_timeout` at `poll_timeout`. Engines reach it
+/// through its [`Endpoint`](super::Endpoint), which calls these; the application's calls are
+/// `send`, `control` (`cancel`, `defer`, `resume`, `set_priority`), `create_queue`, the
+/// bandwidth ranges and the queries, each followed, like every input, by draining
+/// `poll_transmit` and then `poll_event` (messages received, outcomes, `Closed`).
 #[derive(Debug)]
 pub struct AtpConnection {
     client_id: u64,

@@ -208,6 +208,12 @@ impl Transmit {
 }
 
 /// An ATP endpoint: handshakes, connections, demultiplexing by peer address.
+///
+/// Call order (the module docs have it in full): inputs (`handle_datagram`,
+/// `handle_interface`, `handle_timeout` once `poll_timeout` has passed) and application calls
+/// (`connect`, `send`, `control`, `close`, or the calls of [`AtpConnection`] reached with
+/// [`Endpoint::connection_mut`]); after each, drain `poll_transmit`, then `poll_event`, then
+/// arm one timer at `poll_timeout`.
 #[derive(Debug)]
 pub struct Endpoint {
     config: EndpointConfig,
