@@ -69,6 +69,10 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// The UDP port of every host's CM control traffic (probes and responses): RFC 3124's number,
 /// as in the simulator.
 pub const PROBE_PORT: u16 = 3124;
+/// Calls of application flows waiting for the CM; callers wait beyond. (A constant, not a
+/// [`CmOptions`] field: `CmOptions` is built field by field by its users, and the daemon's
+/// CM speaks the same API.)
+pub const COMMAND_QUEUE_LEN: usize = 1024;
 /// How long a stopping CM host waits for its last probes to leave.
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_millis(200);
 /// Notices (grants, expiries) waiting for one application flow; beyond, grants are declined
@@ -102,8 +106,6 @@ pub struct CmOptions {
     /// The port probes are sent to on peer hosts (default: [`PROBE_PORT`], or the bound port
     /// if `bind` asked for port 0). Responses go back to where each probe came from.
     pub peer_port: Option<u16>,
-    /// Calls of application flows waiting for the CM (senders wait beyond).
-    pub command_queue_len: usize,
 }
 
 impl Default for CmOptions {
@@ -112,7 +114,6 @@ impl Default for CmOptions {
             config: CmConfig::default(),
             bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PROBE_PORT),
             peer_port: Some(PROBE_PORT),
-            command_queue_len: 1024,
         }
     }
 }
@@ -335,7 +336,7 @@ impl Cm {
         socket.set_nonblocking(true)?;
         let socket = tokio::net::UdpSocket::from_std(socket)?;
         let local_addr = socket.local_addr()?;
-        let (cmd, commands) = mpsc::channel(options.command_queue_len.max(1));
+        let (cmd, commands) = mpsc::channel(COMMAND_QUEUE_LEN);
         let clock = Clock::new();
         let shared = driver::Shared::new();
         let cm = CmHandle::new(CongestionManager::new(options.config.clone()));
