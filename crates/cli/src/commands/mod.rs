@@ -9,7 +9,10 @@ pub mod link;
 pub mod link_bench;
 pub mod loopback_bench;
 pub mod real;
+pub mod sender_link;
 pub mod sim;
+pub mod table2_netns_bench;
+pub mod urgent_bench;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

@@ -5,11 +5,14 @@
 //!   experiments use. The sender paces SPP at the estimate and feeds the estimate to NAI's
 //!   admission control, early expiry and bandwidth notifications.
 //! * [`tcp`]: ATP over one TCP connection in fixed-size, padded segments (§4.1).
-//! * [`estimator`]: Figure 3.
+//! * [`estimator`]: Figure 3 (the paper's, selected with [`EstimatorMode::Paper`]).
+//! * [`control`]: the default rate control, short queues on purpose
+//!   ([`EstimatorMode::Control`]).
 //!
 //! The bandwidth source is pluggable ([`RateSource`]): the estimator, or a rate supplied from
 //! outside (an oracle that knows the true link rate).
 
+pub mod control;
 pub mod endpoint;
 pub mod estimator;
 #[cfg(test)]

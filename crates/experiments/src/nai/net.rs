@@ -79,7 +79,8 @@ impl Testbed {
 pub enum Implementation {
     /// ATP over SPP with its estimator (the paper's ATP: Figure 3 as printed).
     Atp,
-    /// ATP over SPP with the library's default estimator (`EstimatorMode::Bounded`).
+    /// ATP over SPP with the library's default estimator (`EstimatorMode::Control`, the rate
+    /// control).
     AtpDefault,
     /// ATP over one TCP connection with its estimator.
     AtpTcp,
@@ -193,7 +194,7 @@ impl Run {
             Implementation::AtpDefault => {
                 let atp = AtpConfig {
                     estimator: adaptnet_core::atp::EstimatorConfig {
-                        mode: EstimatorMode::Bounded,
+                        mode: EstimatorMode::Control,
                         ..atp.estimator.clone()
                     },
                     ..atp

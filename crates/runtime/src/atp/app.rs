@@ -68,5 +68,11 @@ pub(super) fn stats(conn: &AtpConnection) -> AtpConnectionStats {
         pacing_bytes_per_s: tx.pacing_rate_bytes_per_s(),
         packet_pairs: tx.packet_pairs(),
         malformed: conn.malformed(),
+        control: tx.control().map(|c| super::ControlState {
+            phase: c.phase(),
+            bottleneck_bytes_per_s: c.bottleneck_bytes_per_s(),
+            min_rtt: c.min_rtt(),
+            stats: c.stats(),
+        }),
     }
 }
