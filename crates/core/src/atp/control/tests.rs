@@ -31,6 +31,14 @@ fn drive(
     now
 }
 
+/// A control that has run a second on a 1 MB/s path of RTT `rtt`, and the time then.
+fn at_one_megabyte(rtt: Duration) -> (RateControl, Time) {
+    let mut c = control();
+    let one_second = Duration::from_secs(1);
+    let now = drive(&mut c, Time::ZERO, one_second, 1e6, rtt, Duration::ZERO);
+    (c, now)
+}
+
 #[test]
 fn test_no_estimate_before_evidence_and_startup_paces_above_the_start_rate() {
     let c = control();
@@ -47,16 +55,8 @@ fn test_no_estimate_before_evidence_and_startup_paces_above_the_start_rate() {
 
 #[test]
 fn test_a_standing_queue_resets_the_estimate_to_the_delivery_rate_and_drains() {
-    let mut c = control();
     let rtt = Duration::from_millis(10);
-    let now = drive(
-        &mut c,
-        Time::ZERO,
-        Duration::from_secs(1),
-        1e6,
-        rtt,
-        Duration::ZERO,
-    );
+    let (mut c, now) = at_one_megabyte(rtt);
     let before = c.bottleneck_bytes_per_s();
     assert!((before / 1e6 - 1.0).abs() < 0.05, "{before}");
     // The path halves and a queue of 20 ms stands.
@@ -75,16 +75,8 @@ fn test_a_standing_queue_resets_the_estimate_to_the_delivery_rate_and_drains() {
 
 #[test]
 fn test_application_limited_samples_do_not_lower_the_estimate() {
-    let mut c = control();
     let rtt = Duration::from_millis(10);
-    let now = drive(
-        &mut c,
-        Time::ZERO,
-        Duration::from_secs(1),
-        1e6,
-        rtt,
-        Duration::ZERO,
-    );
+    let (mut c, now) = at_one_megabyte(rtt);
     let full = c.bottleneck_bytes_per_s();
     // The application now sends a tenth of that, leaving the pacer idle each time.
     let mut t = now;
@@ -99,16 +91,8 @@ fn test_application_limited_samples_do_not_lower_the_estimate() {
 
 #[test]
 fn test_stalled_path_halves_the_estimate_per_period() {
-    let mut c = control();
     let rtt = Duration::from_millis(10);
-    let now = drive(
-        &mut c,
-        Time::ZERO,
-        Duration::from_secs(1),
-        1e6,
-        rtt,
-        Duration::ZERO,
-    );
+    let (mut c, now) = at_one_megabyte(rtt);
     c.on_sent(now, u64::from(MTU));
     c.set_in_flight(10);
     let full = c.bottleneck_bytes_per_s();
@@ -127,16 +111,8 @@ fn test_stalled_path_halves_the_estimate_per_period() {
 #[test]
 fn test_filler_train_verdicts() {
     use crate::spp::wire::ProbeReport;
-    let mut c = control();
     let rtt = Duration::from_millis(10);
-    let now = drive(
-        &mut c,
-        Time::ZERO,
-        Duration::from_secs(1),
-        1e6,
-        rtt,
-        Duration::ZERO,
-    );
+    let (mut c, now) = at_one_megabyte(rtt);
     assert!(c.wants_filler(now));
     let mut t = now;
     let mut sent = Vec::new();
