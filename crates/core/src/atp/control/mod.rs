@@ -198,6 +198,11 @@ pub struct RateControl {
     /// The estimate when the current probe phase began.
     probe_base: f64,
     bw: WindowedMax,
+    /// The pacing rates DATA was sent at, over the bandwidth filter's window: no delivery
+    /// rate can honestly exceed them (by more than the pacer's burst), so samples are capped
+    /// there — acknowledgements bunched by a descheduled receiver or sender (a loaded host)
+    /// would otherwise pass for a path several times faster.
+    paced: WindowedMax,
     min_rtt: Option<(Duration, Time)>,
     latest_rtt: Option<Duration>,
     standing: WindowedMin,
@@ -238,6 +243,7 @@ impl RateControl {
             cycle_index: 2,
             probe_base: 0.0,
             bw: WindowedMax::default(),
+            paced: WindowedMax::default(),
             min_rtt: None,
             latest_rtt: None,
             standing: WindowedMin::default(),
@@ -389,6 +395,7 @@ impl RateControl {
     /// A DATA datagram of `bytes` went out at `now`.
     pub fn on_sent(&mut self, now: Time, bytes: u64) {
         self.sent = self.sent.saturating_add(bytes);
+        self.paced.update(now, self.pacing_rate());
         self.first_unacked_send.get_or_insert(now);
         let interval = self.train_interval();
         self.filler.on_data_sent(now, bytes, interval);
@@ -442,7 +449,13 @@ impl RateControl {
             .max(self.config.min_phase);
         let min_bytes =
             crate::convert::f64_u64_sat(f64::from(self.config.sample_packets) * self.mtu);
-        let sample = self.delivery.sample(now, self.delivered, span, min_bytes);
+        let window = self.bw_window();
+        self.paced.expire(now, window);
+        let cap = self.sample_cap();
+        let sample = self
+            .delivery
+            .sample(now, self.delivered, span, min_bytes)
+            .map(|(r, start)| (r.min(cap), start));
         let mut app_limited = true;
         if let Some((rate, start)) = sample {
             // A span that starts at or before the moment the application left the pacer idle
@@ -452,7 +465,6 @@ impl RateControl {
                 self.bw.update(now, rate);
             }
         }
-        let window = self.bw_window();
         self.bw.expire(now, window);
         if self.check_queue(now) {
             return;
@@ -509,6 +521,7 @@ impl RateControl {
         let Some(rate) = self
             .delivery
             .rate_since(now.saturating_sub(window), self.delivered)
+            .map(|r| r.min(self.sample_cap()))
             .filter(|r| r.is_finite() && *r > 0.0)
         else {
             return false;
@@ -583,6 +596,12 @@ impl RateControl {
                 self.cycle_index = 2;
             }
         }
+    }
+
+    /// The highest delivery rate a sample may show: 1.25 times the fastest pacing rate of the
+    /// bandwidth window (the pacer's burst allows a little above the rate).
+    fn sample_cap(&self) -> f64 {
+        self.paced.get().map_or(f64::INFINITY, |p| 1.25 * p)
     }
 
     /// A cruise phase lasts a minimum RTT (BBR), and long enough for `sample_packets` to go

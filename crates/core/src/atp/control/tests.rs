@@ -138,3 +138,24 @@ fn test_filler_train_verdicts() {
     assert!(!c.wants_filler(t), "the next train waits an interval");
     assert_eq!(c.stats().filler_capacity_samples, 1);
 }
+
+/// Regression (a loaded host): acknowledgements held back and then read in one batch look
+/// like a path tens of times faster. Samples are capped at 1.25 times the fastest pacing
+/// rate of the window, so the estimate does not jump with them.
+#[test]
+fn test_bunched_acknowledgements_do_not_inflate_the_estimate() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let before = c.bottleneck_bytes_per_s();
+    // 40 datagrams sent at the pace, then all acknowledged within 100 µs.
+    let mut t = now;
+    for _ in 0..40 {
+        c.on_sent(t, u64::from(MTU));
+        t += Duration::from_secs_f64(f64::from(MTU) / c.pacing_rate());
+    }
+    for i in 0..40u64 {
+        c.on_ack(t + Duration::from_micros(2 * i), u64::from(MTU), Some(rtt));
+    }
+    let after = c.bottleneck_bytes_per_s();
+    assert!(after <= 1.25 * 1.25 * before, "{before} -> {after}");
+}
