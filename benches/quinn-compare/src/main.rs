@@ -2,14 +2,14 @@
 //! process (sender and receiver on a two-thread tokio runtime): kernel TCP (the baseline),
 //! quinn (QUIC over UDP, the yardstick), ATP/SPP with 64 KB messages, and adaptnet's
 //! stream transport (core TCP over UDP) — the last three through
-//! `adaptnet_runtime::loopback`, the workloads `adaptnet bench loopback` runs. Reports Gbit/s,
+//! `adaptnet_testbed::loopback`, the workloads `adaptnet bench loopback` runs. Reports Gbit/s,
 //! CPU seconds per GB (user + system of the whole process) and the ratio to kernel TCP.
 //!
 //! Run: `cargo run --release --manifest-path benches/quinn-compare/Cargo.toml [-- MB]`
 //! (default 256 MB per transport). Not part of the workspace: quinn and rustls are heavy to
 //! build and nothing else needs them.
 
-use adaptnet_runtime::loopback::{self, CHUNK_BYTES, Measure};
+use adaptnet_testbed::loopback::{self, CHUNK_BYTES, Measure};
 use anyhow::{Context, Result};
 use std::sync::Arc;
 

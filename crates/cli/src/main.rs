@@ -1,6 +1,7 @@
 //! `adaptnet`: run simulated scenarios and experiments, validate the simulator, benchmark it.
 
 mod commands;
+mod log;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -25,24 +26,33 @@ enum Command {
         #[arg(long, default_value = "out/demo")]
         out: PathBuf,
     },
-    /// Receive ATP message workloads from `adaptnet send` on a real network (iperf3-like).
+    /// Receive `adaptnet send` workloads and `adaptnet bulk` flows on a real network
+    /// (iperf3-like). With `--listen HOST:P` it opens four ports: UDP P (ATP), TCP P
+    /// (NAI-TCP/NAI-MTCP), UDP P+1 (the stream transport's bulk sink) and TCP P+1 (kernel TCP's
+    /// bulk sink). Prints a line a second and, at the end (`-t`, Ctrl-C or SIGTERM), a summary.
     Serve {
-        /// Address to listen on (UDP).
+        /// HOST:P to listen on, a name or an address (P at most 65534: P+1 is used too).
         #[arg(long, default_value = "0.0.0.0:7700")]
-        listen: std::net::SocketAddr,
+        listen: String,
         /// Stop after this many seconds (default: run until interrupted).
         #[arg(short = 't', long)]
         time: Option<f64>,
         /// Print the summary as JSON.
         #[arg(long)]
         json: bool,
+        /// Connections each of the four listeners holds at once; beyond, new ones are refused.
+        #[arg(long, default_value_t = 1024)]
+        max_connections: usize,
+        /// Seconds after which a connection that sent nothing is closed (every listener).
+        #[arg(long, default_value_t = 60.0)]
+        idle_timeout_s: f64,
     },
     /// Bulk throughput to an `adaptnet serve` (iperf3-shaped): per-second table, per-flow
     /// summary, Jain's index across flows.
     Bulk {
-        /// The server's address (its base port P; stream and TCP use P+1).
+        /// The server, HOST:P (a name or an address; stream and TCP use P+1).
         #[arg(long)]
-        to: std::net::SocketAddr,
+        to: String,
         /// Transport: atp, stream (core TCP over UDP) or tcp (kernel).
         #[arg(long, default_value = "stream")]
         transport: commands::bulk::BulkTransport,
@@ -58,12 +68,16 @@ enum Command {
         /// Print the report as JSON.
         #[arg(long)]
         json: bool,
+        /// Kernel TCP's congestion control for `--transport tcp`: cubic, reno, bbr (or any
+        /// name in /proc/sys/net/ipv4/tcp_available_congestion_control). Default: the host's.
+        #[arg(long)]
+        congestion: Option<String>,
     },
     /// Run a Table-2-style message workload to an `adaptnet serve` over a real network.
     Send {
-        /// The server's address.
+        /// The server, HOST:PORT (a name or an address).
         #[arg(long)]
-        to: std::net::SocketAddr,
+        to: String,
         /// Workload name from experiments/nai/table2.params (uniform, prioritised, reversed,
         /// filesystem, overload, random) or a file with one `[[workloads]]` entry.
         #[arg(long, default_value = "prioritised")]
@@ -86,6 +100,10 @@ enum Command {
         /// The experiments directory.
         #[arg(long)]
         experiments: Option<PathBuf>,
+        /// Kernel TCP's congestion control for nai-tcp and nai-mtcpK: cubic, reno, bbr (or any
+        /// name the kernel has). Default: the host's.
+        #[arg(long)]
+        congestion: Option<String>,
     },
     /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
     Sim {
@@ -160,6 +178,38 @@ enum Command {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// The host daemon (issue 20): one Congestion Manager, one estimator per interface and
+    /// one event service for every application on the host, on a Unix socket
+    /// (docs/design/daemon.md; sample configuration in dist/adaptnetd.toml).
+    Daemon {
+        /// Configuration file (TOML).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Socket path (overrides the configuration's).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Address of the probe protocol's UDP socket (overrides the configuration's).
+        #[arg(long)]
+        probe_bind: Option<std::net::SocketAddr>,
+    },
+    /// Show the daemon's macroflows, rates, clients, estimators and counters, live.
+    Monitor {
+        /// The daemon's socket (default: $ADAPTNET_DAEMON_SOCKET or /run/adaptnet/daemon.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Refresh period, milliseconds.
+        #[arg(long, default_value_t = 1000)]
+        interval_ms: u64,
+        /// Snapshots to print, then exit (0: until interrupted).
+        #[arg(long, default_value_t = 0)]
+        count: u64,
+        /// Subscribe to this interface's bandwidth estimates (repeatable).
+        #[arg(long = "iface")]
+        ifaces: Vec<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Run a benchmark (`adaptnet bench list` shows them; default `sim`: the simulator on
     /// 10 NewReno flows, 10 Mbit/s, 50 ms RTT, 300 s).
     Bench {
@@ -177,11 +227,27 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    log::init();
     let result = match cli.command {
         Command::Demo { seed, out } => commands::sim::demo(seed, &out),
-        Command::Serve { listen, time, json } => {
-            seconds(time).and_then(|d| commands::real::serve(listen, d, json))
-        }
+        Command::Serve {
+            listen,
+            time,
+            json,
+            max_connections,
+            idle_timeout_s,
+        } => seconds(time).and_then(|d| {
+            let idle_timeout = seconds(Some(idle_timeout_s))
+                .map_err(|_| anyhow::anyhow!("--idle-timeout-s must be in (0, 86400]"))?
+                .unwrap_or_default();
+            commands::serve::serve(&commands::serve::ServeArgs {
+                listen,
+                duration: d,
+                json,
+                max_connections,
+                idle_timeout,
+            })
+        }),
         Command::Bulk {
             to,
             transport,
@@ -189,6 +255,7 @@ fn main() -> ExitCode {
             cm,
             time,
             json,
+            congestion,
         } => seconds(Some(time)).and_then(|d| {
             commands::bulk::bulk(&commands::bulk::BulkArgs {
                 to,
@@ -197,6 +264,7 @@ fn main() -> ExitCode {
                 cm,
                 duration: d.unwrap_or_default(),
                 json,
+                congestion,
             })
         }),
         Command::Send {
@@ -208,10 +276,12 @@ fn main() -> ExitCode {
             json,
             out,
             experiments,
+            congestion,
         } => seconds(Some(time)).and_then(|d| {
             let experiments = commands::experiments_dir(experiments.as_deref());
             commands::real::send(&commands::real::SendArgs {
-                to,
+                to: &to,
+                congestion: congestion.as_deref(),
                 workload: &workload,
                 transport,
                 duration: d.unwrap_or_default(),
@@ -258,6 +328,28 @@ fn main() -> ExitCode {
             repeat,
             scenario,
         } => commands::bench::run(&name, repeat, scenario.as_deref()),
+        Command::Daemon {
+            config,
+            socket,
+            probe_bind,
+        } => commands::daemon::run(&commands::daemon::DaemonArgs {
+            config: config.as_deref(),
+            socket,
+            probe_bind,
+        }),
+        Command::Monitor {
+            socket,
+            interval_ms,
+            count,
+            ifaces,
+            json,
+        } => commands::monitor::run(&commands::monitor::MonitorArgs {
+            socket,
+            interval: std::time::Duration::from_millis(interval_ms),
+            count,
+            ifaces,
+            json,
+        }),
     };
     match result {
         Ok(code) => code,

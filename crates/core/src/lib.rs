@@ -15,6 +15,7 @@
 //! - [`tcp`]: the TCP-like stream (RFC 5681/6582/6298), with wire format;
 //! - [`cbr`]: constant-bit-rate UDP source and sink for cross traffic;
 //! - [`cm`]: the Congestion Manager (papers/003, RFC 3124), its probe protocol, TCP/CM, audio;
+//! - [`daemon`]: the local protocol between applications and the host daemon (issue 20);
 //! - [`nai`], [`spp`], [`atp`]: the Network-Aware Interface scheduler, the sequenced packet
 //!   protocol, and ATP (NAI over SPP with its bandwidth estimator, or over one TCP stream);
 //! - [`adtcp`]: ADTCP (papers/004): receiver-side identification of congestion, channel
@@ -44,6 +45,7 @@ pub mod cbr;
 pub mod cc;
 pub mod cm;
 pub mod convert;
+pub mod daemon;
 pub mod env;
 pub mod nai;
 pub mod ratectl;

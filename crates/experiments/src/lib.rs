@@ -121,6 +121,7 @@ pub fn all() -> Vec<Box<dyn Experiment>> {
         Box::new(nai::table1::Table1),
         Box::new(nai::table2::Table2),
         Box::new(nai::estimators::Estimators),
+        Box::new(nai::endpoint::EndpointExp),
     ];
     v.extend(cm::all());
     v.extend(tpba::all());

@@ -246,7 +246,17 @@ fn test_reduced_table2_atp_beats_naitcp_on_high_priority() {
     for name in ["filesystem", "overload"] {
         let a = high_priority(&p, &tb, name, Implementation::Atp);
         let t = high_priority(&p, &tb, name, Implementation::NaiTcp);
-        assert!(a >= t, "{name}: ATP {a} < NAI-TCP {t}");
+        // Both deliver (a comparison of two zeros would pass), and ATP's priorities put it
+        // clearly ahead on these two workloads (papers/000 §5.4; 89 vs 64 % and 81 vs 53 %
+        // over five seeds in EXPERIMENTS.md).
+        assert!(
+            t > 0.2,
+            "{name}: NAI-TCP delivered {t} of high priority on time"
+        );
+        assert!(
+            a >= t + 0.1,
+            "{name}: ATP {a} not 10 points above NAI-TCP {t}"
+        );
     }
 }
 

@@ -23,20 +23,17 @@
 //! * [`env`](mod@env): environment events on a Linux host (papers/001): interface availability,
 //!   bandwidth and signal polled from `/sys` and `/proc`, authenticated status messages over
 //!   UDP, events to subscribers as async streams;
-//! * [`loopback`]: bulk-transfer workloads over loopback, the benchmarks' common ground.
 //! * [`udp`]: the drivers' UDP I/O — batched (`recvmmsg`, optional GSO) through quinn-udp,
 //!   never blocking the driver on a full socket, each datagram stamped with its kernel
 //!   arrival time.
-//! * [`netns`]: two hosts on one machine (a namespace and a veth pair, shaped with `tbf`) for
-//!   the namespace tests and benchmarks.
 //! * [`cm`]: the Congestion Manager for applications — one per process, shared by every flow
 //!   to a destination host (application flows and CM-delegated streams), `open`/`request`/
 //!   grants/`notify`/`update`/`query`/`close`/`change_rate`, probes between hosts over UDP;
 //! * [`stream`]: core's TCP over UDP as `AsyncRead + AsyncWrite`, NewReno or CM-delegated.
 //! * [`tpba`]: TPBA media flows over a kernel TCP connection and UDP —
-//!   [`TpbaSender::connect(addr, config)`](tpba::TpbaSender::connect),
+//!   [`TpbaSender::connect(addr, options)`](tpba::TpbaSender::connect),
 //!   [`send(adu, boundary)`](tpba::TpbaSender::send), [`finish()`](tpba::TpbaSender::finish);
-//!   [`TpbaReceiver::bind(addr)`](tpba::TpbaReceiver::bind),
+//!   [`TpbaReceiver::bind(addr, options)`](tpba::TpbaReceiver::bind),
 //!   [`recv()`](tpba::TpbaReceiver::recv) yielding whole ADUs in order — with the
 //!   rate-probing period reading snd_una's progress from Linux `TCP_INFO` ([`tcpinfo`]).
 //!
@@ -68,10 +65,8 @@ mod driver;
 pub mod env;
 pub mod error;
 pub mod iface;
-pub mod loopback;
 pub mod message;
 pub mod naitcp;
-pub mod netns;
 pub mod stream;
 pub mod tcpinfo;
 pub mod tpba;

@@ -7,6 +7,11 @@
 //! `tcpEStatsAppHCThruOctetsAcked`: data bytes acknowledged since the connection began,
 //! Linux ≥ 4.1; it also counts the SYN, so it reads 1 on a fresh connection and users take
 //! differences), so reading it here is the counterpart of that kernel change with none.
+//!
+//! Which congestion control a kernel TCP socket runs is also read and chosen here
+//! (`TCP_CONGESTION`: [`congestion_control`], [`set_congestion_control`]): a host's default
+//! (`net.ipv4.tcp_congestion_control`, BBR on some distributions, CUBIC on most) decides what
+//! a kernel-TCP baseline measures, so the tools name it and let the user choose.
 
 use std::os::fd::RawFd;
 use thiserror::Error;
@@ -93,6 +98,83 @@ pub fn tcp_info(fd: RawFd) -> Result<TcpInfo, TcpInfoError> {
     })
 }
 
+/// Longest congestion control name the kernel keeps (`TCP_CA_NAME_MAX`).
+const TCP_CA_NAME_MAX: usize = 16;
+
+/// Why a socket's congestion control could not be read or set.
+#[derive(Debug, Error)]
+pub enum CongestionControlError {
+    /// The name is empty or longer than the kernel keeps.
+    #[error("{0:?} is not a congestion control name (1 to 15 bytes)")]
+    BadName(String),
+    /// The kernel has no such algorithm loaded.
+    #[error(
+        "congestion control {0:?} is not available on this host (see \
+         /proc/sys/net/ipv4/tcp_available_congestion_control; `modprobe tcp_{0}` may load it)"
+    )]
+    Unavailable(String),
+    /// The kernel has it but this user may not choose it.
+    #[error(
+        "congestion control {0:?} is not allowed for this user (see \
+         /proc/sys/net/ipv4/tcp_allowed_congestion_control, or run as root)"
+    )]
+    NotAllowed(String),
+    /// Another socket error.
+    #[error("TCP_CONGESTION: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The congestion control TCP socket `fd` runs (`cubic`, `reno`, `bbr` …).
+pub fn congestion_control(fd: RawFd) -> Result<String, CongestionControlError> {
+    let mut name = [0u8; TCP_CA_NAME_MAX];
+    let mut len = libc::socklen_t::try_from(name.len()).unwrap_or(0);
+    // SAFETY: the kernel writes at most `len` bytes into `name` and stores the count in `len`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    let len = usize::try_from(len).unwrap_or(0).min(name.len());
+    let bytes = name.get(..len).unwrap_or_default();
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    Ok(String::from_utf8_lossy(bytes.get(..end).unwrap_or_default()).into_owned())
+}
+
+/// Makes TCP socket `fd` run congestion control `name` (before `connect`, so the first
+/// window is the algorithm's own).
+pub fn set_congestion_control(fd: RawFd, name: &str) -> Result<(), CongestionControlError> {
+    if name.is_empty() || name.len() >= TCP_CA_NAME_MAX {
+        return Err(CongestionControlError::BadName(name.to_owned()));
+    }
+    let len = libc::socklen_t::try_from(name.len()).unwrap_or(0);
+    // SAFETY: the kernel reads `len` bytes of `name`.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            len,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    Err(match e.raw_os_error() {
+        Some(libc::ENOENT) => CongestionControlError::Unavailable(name.to_owned()),
+        Some(libc::EPERM) => CongestionControlError::NotAllowed(name.to_owned()),
+        _ => CongestionControlError::Io(e),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,6 +225,32 @@ mod tests {
         );
         drop(s);
         assert_eq!(reader.join().expect("reader") as u64, written);
+    }
+
+    #[test]
+    fn congestion_control_is_named_and_chosen_per_socket() {
+        let s = unconnected_tcp_socket();
+        let default = congestion_control(s.as_raw_fd()).expect("TCP_CONGESTION");
+        assert!(!default.is_empty() && default.is_ascii(), "{default:?}");
+        // reno is built into every Linux kernel and allowed for every user.
+        set_congestion_control(s.as_raw_fd(), "reno").expect("reno");
+        assert_eq!(
+            congestion_control(s.as_raw_fd()).expect("read back"),
+            "reno"
+        );
+        assert!(matches!(
+            set_congestion_control(s.as_raw_fd(), "no-such-cc"),
+            Err(CongestionControlError::Unavailable(_))
+        ));
+        assert!(matches!(
+            set_congestion_control(s.as_raw_fd(), ""),
+            Err(CongestionControlError::BadName(_))
+        ));
+    }
+
+    /// A TCP socket that is neither bound nor connected (a listener's is enough).
+    fn unconnected_tcp_socket() -> TcpListener {
+        TcpListener::bind("127.0.0.1:0").expect("bind")
     }
 
     #[test]

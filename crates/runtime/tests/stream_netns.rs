@@ -3,7 +3,8 @@
 //! `tbf` qdisc. Needs root, `ip` and `tc`; where they are missing the tests say so loudly and
 //! pass — except under `CI=true`, where a skip is a failure (CI runs as root).
 
-use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions, jain_index};
+use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions};
+use adaptnet_testbed::jain_index;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -37,11 +37,30 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
         let _ = repeat;
         return super::table2_netns_bench::run(&super::experiments_dir(None));
     }
+    if name == "daemon-env-netns" {
+        // papers/001 Table 2 with the events delivered by the daemon (root).
+        return super::daemon_env_bench::run(repeat);
+    }
+    if name == "daemon" {
+        // The host daemon (a child process) against the in-process engines.
+        return super::daemon_bench::run(repeat);
+    }
     if name == "list" {
         let mut t = Table::text(["benchmark", "measures"]);
         for b in bench::all() {
             t.row([b.name(), b.summary()]);
         }
+        t.row([
+            "daemon",
+            "the host daemon against the in-process engines: request → grant round trip \
+             (median, p99), events/s to 10 subscribers, CPU per granted MB; --repeat rounds",
+        ]);
+        t.row([
+            "daemon-env-netns",
+            "papers/001 Table 2 through the host daemon: kernel TCP over veth + tbf 10 Mbit/s \
+             and unshaped, with no daemon, an idle daemon, 100 events/s through it, and to 10 \
+             subscribed clients; --repeat rounds (needs root)",
+        ]);
         t.row([
             "env-netns",
             "papers/001 Table 2 on a namespace link: kernel TCP 10,240 × 1,400 bytes over veth + \

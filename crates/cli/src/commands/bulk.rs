@@ -10,6 +10,9 @@
 //! | P+1/UDP | stream transport (core TCP over UDP) | `bulk --transport stream [--cm]` |
 //! | P+1/TCP | kernel TCP | `bulk --transport tcp` |
 //!
+//! P is at most 65534. Kernel TCP flows run the host's default congestion control unless
+//! `--congestion` names one; the report says which ran.
+//!
 //! The per-second table counts bytes handed to the transport (a stream's or a socket's send
 //! buffer, an ATP message admitted); the summary counts what the receiver acknowledged: each
 //! flow shuts down after `-t` seconds and its goodput is its bytes over the time until they
@@ -20,7 +23,9 @@ use adaptnet_runtime::SendError;
 use adaptnet_runtime::message::{
     Endpoint, EndpointOptions, MessageHandle, Transport, unspecified_for,
 };
-use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions, jain_index};
+use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
+use adaptnet_runtime::tcpinfo;
+use adaptnet_testbed::jain_index;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::net::SocketAddr;
@@ -56,8 +61,8 @@ impl std::str::FromStr for BulkTransport {
 
 /// The arguments of `adaptnet bulk`.
 pub struct BulkArgs {
-    /// The `adaptnet serve` address (its base port P).
-    pub to: SocketAddr,
+    /// The `adaptnet serve` address (its base port P), `HOST:PORT`.
+    pub to: String,
     /// The transport.
     pub transport: BulkTransport,
     /// Parallel flows.
@@ -68,6 +73,8 @@ pub struct BulkArgs {
     pub duration: Duration,
     /// JSON instead of tables.
     pub json: bool,
+    /// Kernel TCP's congestion control (`None`: the host's default).
+    pub congestion: Option<String>,
 }
 
 /// Most parallel flows.
@@ -81,12 +88,24 @@ const ATP_WINDOW: usize = 16;
 const STREAM_SEND_BUFFER: usize = 256 << 10;
 /// Write size.
 const CHUNK: usize = 64 << 10;
+/// How long a stream flow waits for the sink's close after its own.
+const SINK_CLOSE_LIMIT: Duration = Duration::from_secs(2);
 /// How long a flow may take, after `-t`, to have everything acknowledged.
 const DRAIN_LIMIT: Duration = Duration::from_secs(30);
 
-/// The base port P + 1 of `serve`'s port plan (stream and kernel-TCP bulk sinks).
-pub fn bulk_port(base: SocketAddr) -> SocketAddr {
-    SocketAddr::new(base.ip(), base.port().wrapping_add(1))
+/// The congestion control kernel TCP connections of this process will run: `choice` once
+/// the kernel has accepted it on a socket (so a bad name fails before any flow starts), else
+/// the host's default as a new socket reports it.
+pub fn congestion_in_use(choice: Option<&str>) -> Result<String> {
+    use std::os::fd::AsRawFd;
+    let probe = tokio::net::TcpSocket::new_v4().context("a TCP socket")?;
+    let fd = probe.as_raw_fd();
+    if let Some(cc) = choice {
+        tcpinfo::set_congestion_control(fd, cc)?;
+        return Ok(cc.to_owned());
+    }
+    let cc = tcpinfo::congestion_control(fd)?;
+    Ok(format!("{cc} (this host's default; --congestion chooses)"))
 }
 
 /// One flow's result.
@@ -101,6 +120,9 @@ struct FlowResult {
 #[derive(Serialize)]
 struct Report {
     transport: String,
+    /// Kernel TCP's congestion control (`tcp` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    congestion: Option<String>,
     cm: bool,
     flows: usize,
     intervals: Vec<Vec<f64>>,
@@ -126,15 +148,25 @@ pub fn bulk(args: &BulkArgs) -> Result<ExitCode> {
             "--cm applies to --transport stream only (ATP and kernel TCP have their own congestion control)"
         );
     }
+    if args.congestion.is_some() && args.transport != BulkTransport::Tcp {
+        bail!("--congestion applies to --transport tcp only (kernel TCP)");
+    }
     super::real::runtime()?.block_on(run(args))
 }
 
 async fn run(args: &BulkArgs) -> Result<ExitCode> {
+    let to = super::addr::resolve(&args.to).await?;
     let counters: Vec<Arc<Counter>> = (0..args.flows).map(|_| Arc::default()).collect();
+    let mut congestion = None;
     let tasks = match args.transport {
-        BulkTransport::Stream => stream_flows(args, &counters).await?,
-        BulkTransport::Tcp => tcp_flows(args, &counters).await?,
-        BulkTransport::Atp => atp_flows(args, &counters).await?,
+        BulkTransport::Stream => stream_flows(args, to, &counters).await?,
+        BulkTransport::Tcp => {
+            let cc = congestion_in_use(args.congestion.as_deref())?;
+            eprintln!("adaptnet: kernel TCP flows run congestion control {cc}");
+            congestion = Some(cc.split(' ').next().unwrap_or_default().to_owned());
+            tcp_flows(args, to, &counters).await?
+        }
+        BulkTransport::Atp => atp_flows(args, to, &counters).await?,
     };
     if !args.json {
         let names: Vec<String> = (0..args.flows).map(|i| format!("flow {i}")).collect();
@@ -189,6 +221,7 @@ async fn run(args: &BulkArgs) -> Result<ExitCode> {
     let rates: Vec<f64> = results.iter().map(|r| r.mbit_per_s).collect();
     let report = Report {
         transport: format!("{:?}", args.transport).to_lowercase(),
+        congestion,
         cm: args.cm,
         flows: args.flows,
         intervals,
@@ -223,7 +256,7 @@ type FlowTask = tokio::task::JoinHandle<Result<(u64, f64)>>;
 
 /// Writes for `duration`, then shuts down and waits for everything to be acknowledged.
 async fn write_flow<W: tokio::io::AsyncWrite + Unpin>(
-    mut w: W,
+    w: &mut W,
     counter: Arc<Counter>,
     duration: Duration,
 ) -> Result<(u64, f64)> {
@@ -248,26 +281,46 @@ async fn write_flow<W: tokio::io::AsyncWrite + Unpin>(
     Ok((sent, start.elapsed().as_secs_f64()))
 }
 
-async fn stream_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<FlowTask>> {
+async fn stream_flows(
+    args: &BulkArgs,
+    to: SocketAddr,
+    counters: &[Arc<Counter>],
+) -> Result<Vec<FlowTask>> {
     let mut options = StreamOptions::client();
     options.send_buffer_bytes = STREAM_SEND_BUFFER;
     if args.cm {
         options = options.with_cm();
     }
     let endpoint = Arc::new(
-        StreamEndpoint::bind(unspecified_for(args.to), options)
+        StreamEndpoint::bind(unspecified_for(to), options)
             .context("binding the stream endpoint")?,
     );
-    let to = bulk_port(args.to);
+    let to = super::addr::next_port(to)?;
     let mut tasks = Vec::new();
     for c in counters {
-        let conn = tokio::time::timeout(Duration::from_secs(10), endpoint.connect(to))
-            .await
-            .with_context(|| format!("connecting to {to} (is `adaptnet serve` running?)"))?
-            .with_context(|| format!("connecting to {to}"))?;
+        // The network reports a missing server at once (ICMP); a silent one after 10 s.
+        let connect = async {
+            match tokio::time::timeout(Duration::from_secs(10), endpoint.connect(to)).await {
+                Ok(r) => r.map_err(anyhow::Error::from),
+                Err(_) => Err(anyhow::anyhow!(
+                    "no answer in 10 s (is `adaptnet serve` running there?)"
+                )),
+            }
+        };
+        let conn = super::addr::connect_udp(to, "stream", connect).await?;
         let (c, d, e) = (c.clone(), args.duration, endpoint.clone());
         tasks.push(tokio::spawn(async move {
-            let r = write_flow(conn, c, d).await;
+            let mut conn = conn;
+            let r = write_flow(&mut conn, c, d).await;
+            // The sink closes its side once it has read everything: take its FIN (and
+            // acknowledge it) before leaving, so neither side keeps the stream open.
+            let mut rest = Vec::new();
+            let _ = tokio::time::timeout(
+                SINK_CLOSE_LIMIT,
+                tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut rest),
+            )
+            .await;
+            drop(conn);
             drop(e);
             r
         }));
@@ -275,11 +328,26 @@ async fn stream_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<
     Ok(tasks)
 }
 
-async fn tcp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<FlowTask>> {
-    let to = bulk_port(args.to);
+async fn tcp_flows(
+    args: &BulkArgs,
+    to: SocketAddr,
+    counters: &[Arc<Counter>],
+) -> Result<Vec<FlowTask>> {
+    use std::os::fd::AsRawFd;
+    let to = super::addr::next_port(to)?;
     let mut tasks = Vec::new();
     for c in counters {
-        let conn = tokio::net::TcpStream::connect(to)
+        let socket = if to.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()
+        } else {
+            tokio::net::TcpSocket::new_v6()
+        }
+        .context("a TCP socket")?;
+        if let Some(cc) = &args.congestion {
+            tcpinfo::set_congestion_control(socket.as_raw_fd(), cc)?;
+        }
+        let conn = socket
+            .connect(to)
             .await
             .with_context(|| format!("connecting to TCP {to} (is `adaptnet serve` running?)"))?;
         let (c, d) = (c.clone(), args.duration);
@@ -287,8 +355,8 @@ async fn tcp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
             // Kernel TCP's shutdown returns before the peer has everything: the sink closes
             // its side once it read our FIN, after all our bytes.
             let start = Instant::now();
-            let (mut r, w) = conn.into_split();
-            let (sent, _) = write_flow(w, c, d).await?;
+            let (mut r, mut w) = conn.into_split();
+            let (sent, _) = write_flow(&mut w, c, d).await?;
             let mut sink = Vec::new();
             tokio::time::timeout(
                 DRAIN_LIMIT,
@@ -303,19 +371,19 @@ async fn tcp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
     Ok(tasks)
 }
 
-async fn atp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<FlowTask>> {
-    let endpoint = Endpoint::bind(
-        unspecified_for(args.to),
-        EndpointOptions::client(Transport::Atp),
-    )
-    .context("binding the ATP endpoint")?;
+async fn atp_flows(
+    args: &BulkArgs,
+    to: SocketAddr,
+    counters: &[Arc<Counter>],
+) -> Result<Vec<FlowTask>> {
     let mut tasks = Vec::new();
     for c in counters {
-        let conn = endpoint
-            .connect(args.to)
-            .await
-            .with_context(|| format!("connecting to {} (is `adaptnet serve` running?)", args.to))?;
-        let (c, d, e) = (c.clone(), args.duration, endpoint.clone());
+        // ATP keeps one connection per pair of addresses: each flow has its own endpoint
+        // (its own UDP port), as each kernel TCP flow has its own port.
+        let endpoint = Endpoint::bind(unspecified_for(to), EndpointOptions::client(Transport::Atp))
+            .context("binding an ATP endpoint")?;
+        let conn = super::addr::connect_udp(to, "atp", endpoint.connect(to)).await?;
+        let (c, d, e) = (c.clone(), args.duration, endpoint);
         tasks.push(tokio::spawn(async move {
             let start = Instant::now();
             let end = tokio::time::Instant::now() + d;
@@ -351,7 +419,8 @@ async fn atp_flows(args: &BulkArgs, counters: &[Arc<Counter>]) -> Result<Vec<Flo
             // Messages still in flight after `-t` are abandoned; the server is told.
             drop(pending);
             conn.close(Duration::ZERO).await;
-            drop(e);
+            e.close();
+            e.wait_idle().await;
             Ok((delivered, start.elapsed().as_secs_f64()))
         }));
     }

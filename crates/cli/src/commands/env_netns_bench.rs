@@ -27,9 +27,9 @@
 
 use adaptnet_core::env::{ActionTable, Level, LevelMask, Name, Param, TcpAction, Watermarks};
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
-use adaptnet_runtime::loopback::cpu_time;
-use adaptnet_runtime::netns::NetnsLink;
+use adaptnet_runtime::env::{EnvMonitor, EnvOptions};
+use adaptnet_testbed::loopback::cpu_time;
+use adaptnet_testbed::netns::NetnsLink;
 use anyhow::{Context, Result, anyhow};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -39,11 +39,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// The paper's transfer: 10,240 writes of 1,400 bytes.
-const WRITES: usize = 10_240;
+pub(super) const WRITES: usize = 10_240;
 /// Writes on the unshaped veth (≈1 GB), long enough for a CPU-bound rate to be measured.
 pub const UNSHAPED_WRITES: usize = 750_000;
 /// Bytes per write.
-const WRITE_BYTES: usize = 1_400;
+pub(super) const WRITE_BYTES: usize = 1_400;
 /// The shaped rate (the paper's Ethernet).
 const RATE: &str = "10mbit";
 /// One event every this long: 100 events/s.
@@ -113,9 +113,9 @@ impl Mechanism {
     /// Starts the monitor on `link`'s host end and, per `case`, the generator, the
     /// subscribers and the action table.
     fn start(case: usize, host_if: &str) -> Result<Mechanism> {
-        let monitor = Arc::new(EnvMonitor::start(EnvConfig {
+        let monitor = Arc::new(EnvMonitor::start(EnvOptions {
             interfaces: vec![host_if.to_string()],
-            ..EnvConfig::default()
+            ..EnvOptions::default()
         })?);
         let levels = Watermarks::new(vec![Level::low(10.0), Level::high(50.0)])?;
         monitor.set_watermarks(DEVICE, Param::Cost, levels)?;
@@ -195,7 +195,11 @@ impl Mechanism {
 
 /// One `ttcp`-like transfer to `listener` at `to`: the receiver's bytes and the time from the
 /// connect to its last byte.
-fn transfer(listener: TcpListener, to: SocketAddr, writes: usize) -> Result<(u64, Duration)> {
+pub(super) fn transfer(
+    listener: TcpListener,
+    to: SocketAddr,
+    writes: usize,
+) -> Result<(u64, Duration)> {
     let recv = std::thread::spawn(move || -> std::io::Result<(u64, Instant)> {
         let (mut s, _) = listener.accept()?;
         let mut buf = vec![0u8; 64 << 10];
@@ -266,7 +270,7 @@ fn one_run(
     })
 }
 
-fn mean(v: &[f64]) -> f64 {
+pub(super) fn mean(v: &[f64]) -> f64 {
     if v.is_empty() {
         0.0
     } else {
@@ -275,7 +279,7 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 /// Sample standard deviation (0 for fewer than two values).
-fn stdev(v: &[f64]) -> f64 {
+pub(super) fn stdev(v: &[f64]) -> f64 {
     if v.len() < 2 {
         return 0.0;
     }

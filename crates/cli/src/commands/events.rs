@@ -14,7 +14,7 @@
 
 use adaptnet_core::env::{Delivery, Level, LevelMask, Param, Watermarks};
 use adaptnet_runtime::env::linux::{LinuxSource, SourcePaths};
-use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
+use adaptnet_runtime::env::{EnvMonitor, EnvOptions};
 use anyhow::{Context, Result, bail};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -206,10 +206,10 @@ async fn watch(
     if interfaces.is_empty() {
         bail!("no interface to watch");
     }
-    let monitor = EnvMonitor::start(EnvConfig {
+    let monitor = EnvMonitor::start(EnvOptions {
         interfaces: interfaces.clone(),
         period: Duration::from_millis(period_ms),
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     })?;
     for dev in &interfaces {
         monitor.set_watermarks(dev, Param::Bandwidth, bandwidth_levels()?)?;

@@ -15,9 +15,9 @@
 use adaptnet_experiments::report::table::Table;
 use adaptnet_linkemu::measure::{self, FULL_PAYLOAD_BYTES};
 use adaptnet_linkemu::{EmulatedLink, EmulatorOptions, LinkReport};
-use adaptnet_runtime::netns::NetnsLink;
 use adaptnet_sim::link::LinkConfig;
 use adaptnet_sim::scenario::link_table::LinkPair;
+use adaptnet_testbed::netns::NetnsLink;
 use anyhow::{Context, Result, anyhow};
 use std::net::{SocketAddr, UdpSocket};
 use std::process::ExitCode;
@@ -91,7 +91,7 @@ fn emulator_case(rate_bps: Option<f64>, offered_bps: f64) -> Result<Case> {
 fn tbf_case(rate_bps: f64) -> Result<Case> {
     let link = NetnsLink::create("lb", 83).context("veth pair for tbf")?;
     let burst_bytes = (rate_bps / 8.0 * 0.004).max(16_384.0) as u64;
-    adaptnet_runtime::netns::run(&[
+    adaptnet_testbed::netns::run(&[
         "tc",
         "qdisc",
         "replace",

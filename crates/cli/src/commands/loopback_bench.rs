@@ -1,11 +1,11 @@
 //! `adaptnet bench loopback`: bulk throughput over loopback in one process, measured in the
 //! same run for plain kernel TCP (one stream, 64 KB writes), ATP/SPP (64 KB messages),
 //! NAI-TCP (the same messages over kernel TCP) and the stream transport — the workloads of
-//! [`adaptnet_runtime::loopback`]. Reports Gbit/s, CPU seconds per GB (user + system of the
+//! [`adaptnet_testbed::loopback`]. Reports Gbit/s, CPU seconds per GB (user + system of the
 //! whole process: sender and receiver both) and the ratio to kernel TCP.
 
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::loopback::{self, Measure};
+use adaptnet_testbed::loopback::{self, Measure};
 use anyhow::{Context, Result};
 use std::process::ExitCode;
 

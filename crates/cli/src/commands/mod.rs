@@ -1,15 +1,21 @@
 //! One module per subcommand.
 
+pub mod addr;
 pub mod bench;
 pub mod bulk;
+pub mod daemon;
+pub mod daemon_bench;
+pub mod daemon_env_bench;
 pub mod env_netns_bench;
 pub mod events;
 pub mod exp;
 pub mod link;
 pub mod link_bench;
 pub mod loopback_bench;
+pub mod monitor;
 pub mod real;
 pub mod sender_link;
+pub mod serve;
 pub mod sim;
 pub mod table2_netns_bench;
 pub mod urgent_bench;

@@ -1,13 +1,11 @@
-//! Tools on real networks: `adaptnet serve` and `adaptnet send` run a Table-2-style message
-//! workload between two hosts over ATP, NAI-TCP or NAI-MTCPk — one message interface for all
-//! three ([`adaptnet_runtime::message`]) — shaped like iperf3: `-t` duration, a line per
-//! second while running, `--json` output.
+//! Tools on real networks: `adaptnet send` runs a Table-2-style message workload to an
+//! `adaptnet serve` ([`super::serve`]) over ATP, NAI-TCP or NAI-MTCPk — one message interface
+//! for all three ([`adaptnet_runtime::message`]) — shaped like iperf3: `-t` duration, a line
+//! per second while running, `--json` output.
 
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageSpec};
-use adaptnet_core::nai::{
-    MAX_LEVELS, MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions,
-};
+use adaptnet_core::nai::{MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions};
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
 use adaptnet_experiments::nai::workloads::{level_name, messages};
@@ -22,8 +20,6 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
@@ -33,157 +29,6 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
         .enable_all()
         .build()
         .context("starting the async runtime")
-}
-
-/// Messages and bytes `serve` received, per priority level, from every connection.
-#[derive(Default)]
-struct Tally {
-    messages: [AtomicU64; MAX_LEVELS as usize],
-    bytes: AtomicU64,
-}
-
-impl Tally {
-    fn messages(&self) -> Vec<u64> {
-        self.messages
-            .iter()
-            .map(|m| m.load(Ordering::Relaxed))
-            .collect()
-    }
-}
-
-/// Accepts `endpoint`'s connections and tallies every message they bring, until it stops.
-async fn receive_all(endpoint: Endpoint, kind: &'static str, tally: Arc<Tally>) {
-    while let Some(conn) = endpoint.accept().await {
-        eprintln!("adaptnet: {kind} connection from {}", conn.peer());
-        let tally = tally.clone();
-        tokio::spawn(async move {
-            while let Ok(m) = conn.recv().await {
-                if let Some(c) = tally.messages.get(usize::from(m.priority.0)) {
-                    c.fetch_add(1, Ordering::Relaxed);
-                }
-                tally
-                    .bytes
-                    .fetch_add(m.data.len() as u64, Ordering::Relaxed);
-            }
-        });
-    }
-}
-
-/// `adaptnet serve --listen HOST:P`: accepts ATP connections (UDP P) and NAI-TCP/MTCP ones
-/// (TCP P) and receives their messages; sinks bulk flows of the stream transport (UDP P+1)
-/// and kernel TCP (TCP P+1) for `adaptnet bulk` (port plan: `commands::bulk`); prints a line
-/// per second; stops after `duration` (if given), closing every connection.
-pub fn serve(listen: SocketAddr, duration: Option<Duration>, json: bool) -> Result<ExitCode> {
-    runtime()?.block_on(async move {
-        let atp = Endpoint::bind(listen, EndpointOptions::server(Transport::Atp))
-            .with_context(|| format!("binding {listen}"))?;
-        eprintln!("adaptnet: ATP server listening on {} (UDP)", atp.local_addr());
-        // The NAI-TCP / NAI-MTCP baselines on the same port number, over TCP.
-        let tcp = Endpoint::bind(atp.local_addr(), EndpointOptions::server(Transport::NaiTcp))
-            .with_context(|| format!("binding TCP {}", atp.local_addr()))?;
-        eprintln!("adaptnet: NAI-TCP/MTCP server listening on {} (TCP)", tcp.local_addr());
-        let bulk_bytes = bulk_sinks(super::bulk::bulk_port(atp.local_addr())).await?;
-        let tally = Arc::new(Tally::default());
-        tokio::spawn(receive_all(atp.clone(), "ATP", tally.clone()));
-        tokio::spawn(receive_all(tcp.clone(), "NAI-TCP/MTCP", tally.clone()));
-        let start = Instant::now();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        tick.tick().await;
-        let (mut last_msgs, mut last_bytes, mut last_bulk) = (0u64, 0u64, 0u64);
-        loop {
-            tick.tick().await;
-            let msgs: u64 = tally.messages().iter().sum();
-            let bytes = tally.bytes.load(Ordering::Relaxed);
-            let bulk = bulk_bytes.load(Ordering::Relaxed);
-            eprintln!(
-                "{:6.1} s  {:6} messages  {:8.3} Mbit/s  bulk {:8.3} Mbit/s",
-                start.elapsed().as_secs_f64(),
-                msgs - last_msgs,
-                (bytes - last_bytes) as f64 * 8.0 / 1e6,
-                (bulk - last_bulk) as f64 * 8.0 / 1e6
-            );
-            (last_msgs, last_bytes, last_bulk) = (msgs, bytes, bulk);
-            if duration.is_some_and(|d| start.elapsed() >= d) {
-                break;
-            }
-        }
-        let stats = atp.stats().await?;
-        let core = stats.atp.map(|a| a.core).unwrap_or_default();
-        // Peers are told: every connection is closed before the process ends.
-        for endpoint in [&atp, &tcp] {
-            endpoint.close();
-            endpoint.wait_idle().await;
-        }
-        let per_level = tally.messages();
-        let bytes = tally.bytes.load(Ordering::Relaxed);
-        if json {
-            let out = serde_json::json!({
-                "messages_per_level": per_level,
-                "bytes": bytes,
-                "bulk_bytes": bulk_bytes.load(Ordering::Relaxed),
-                "seconds": start.elapsed().as_secs_f64(),
-                "endpoint": core,
-            });
-            println!("{}", serde_json::to_string_pretty(&out)?);
-        } else {
-            println!(
-                "received {} messages, {} bytes in {:.1} s; dropped: {} malformed, {} from unknown peers",
-                per_level.iter().sum::<u64>(),
-                bytes,
-                start.elapsed().as_secs_f64(),
-                core.malformed,
-                core.unknown_peer
-            );
-        }
-        Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// The bulk sinks of `serve` at `at` (port P+1): the stream transport on UDP and kernel TCP,
-/// each reading and discarding whatever its flows send. Returns the bytes received so far.
-async fn bulk_sinks(at: SocketAddr) -> Result<std::sync::Arc<std::sync::atomic::AtomicU64>> {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use tokio::io::AsyncReadExt;
-    let total = std::sync::Arc::new(AtomicU64::new(0));
-    let streams = adaptnet_runtime::stream::StreamEndpoint::bind(
-        at,
-        adaptnet_runtime::stream::StreamOptions::server(),
-    )
-    .with_context(|| format!("binding the stream bulk sink on UDP {at}"))?;
-    eprintln!(
-        "adaptnet: stream bulk sink listening on {} (UDP)",
-        streams.local_addr()
-    );
-    let tcp = tokio::net::TcpListener::bind(at)
-        .await
-        .with_context(|| format!("binding the TCP bulk sink on {at}"))?;
-    eprintln!("adaptnet: TCP bulk sink listening on {at} (TCP)");
-    async fn drain(mut r: impl tokio::io::AsyncRead + Unpin, total: std::sync::Arc<AtomicU64>) {
-        let mut buf = vec![0u8; 64 << 10];
-        while let Ok(n) = r.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            total.fetch_add(n as u64, Ordering::Relaxed);
-        }
-    }
-    {
-        let total = total.clone();
-        tokio::spawn(async move {
-            while let Some(s) = streams.accept().await {
-                tokio::spawn(drain(s, total.clone()));
-            }
-        });
-    }
-    {
-        let total = total.clone();
-        tokio::spawn(async move {
-            while let Ok((s, _)) = tcp.accept().await {
-                tokio::spawn(drain(s, total.clone()));
-            }
-        });
-    }
-    Ok(total)
 }
 
 /// The messages of workload `name` (from `experiments/nai/table2.params`) or of a file holding
@@ -449,8 +294,8 @@ pub fn write_report(r: &WorkloadReport, out: &Path) -> Result<()> {
 
 /// Options of `adaptnet send`.
 pub struct SendArgs<'a> {
-    /// The server.
-    pub to: SocketAddr,
+    /// The server, `HOST:PORT`.
+    pub to: &'a str,
     /// Workload name or file.
     pub workload: &'a str,
     /// Transport.
@@ -465,25 +310,38 @@ pub struct SendArgs<'a> {
     pub out: &'a Path,
     /// Experiments directory.
     pub experiments: &'a Path,
+    /// Kernel TCP's congestion control for the baselines (`None`: the host's default).
+    pub congestion: Option<&'a str>,
 }
 
 /// `adaptnet send --to ADDR --workload NAME|FILE`.
 pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
     let (w, specs) = workload(a.experiments, a.workload, a.seed, a.duration)?;
     let report = runtime()?.block_on(async {
-        let options = EndpointOptions::client(a.transport).with_levels(w.levels);
-        let endpoint = Endpoint::bind(unspecified_for(a.to), options)
-            .context("binding the client endpoint")?;
-        let conn = endpoint
-            .connect(a.to)
-            .await
-            .with_context(|| format!("connecting ({}) to {}", a.transport, a.to))?;
+        let to = super::addr::resolve(a.to).await?;
+        let mut options = EndpointOptions::client(a.transport).with_levels(w.levels);
+        if let Some(b) = options.baseline_mut() {
+            let cc = super::bulk::congestion_in_use(a.congestion)?;
+            eprintln!("adaptnet: kernel TCP runs congestion control {cc}");
+            b.congestion = a.congestion.map(str::to_owned);
+        } else if a.congestion.is_some() {
+            bail!("--congestion applies to kernel TCP (nai-tcp, nai-mtcpK); ATP has its own");
+        }
+        let endpoint =
+            Endpoint::bind(unspecified_for(to), options).context("binding the client endpoint")?;
+        let conn = if a.transport == Transport::Atp {
+            super::addr::connect_udp(to, "atp", endpoint.connect(to)).await?
+        } else {
+            endpoint
+                .connect(to)
+                .await
+                .with_context(|| format!("connecting ({}) to {to}", a.transport))?
+        };
         eprintln!(
-            "adaptnet: workload {:?}: {} messages over {:.0} s to {} ({})",
+            "adaptnet: workload {:?}: {} messages over {:.0} s to {to} ({})",
             w.name,
             specs.len(),
             a.duration.as_secs_f64(),
-            a.to,
             a.transport
         );
         let r = run_workload(&conn, &specs, w.levels, Duration::from_secs(30)).await?;

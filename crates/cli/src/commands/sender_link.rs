@@ -12,7 +12,7 @@
 //! inherit the network namespace of the thread that creates them, and sockets keep theirs.
 
 use adaptnet_runtime::message::{Endpoint, EndpointOptions, Transport};
-use adaptnet_runtime::netns::{self, NetnsLink};
+use adaptnet_testbed::netns::{self, NetnsLink};
 use anyhow::{Context, Result, anyhow};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::process::Command;

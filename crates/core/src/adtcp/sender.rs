@@ -15,14 +15,19 @@
 //! | third duplicate ACK | route change | retransmit; then `ssthresh = cwnd` (the old `cwnd`, at least 2 SMSS): continue in congestion avoidance |
 //! | RTO | congestion, or no report ever | NewReno: `ssthresh = FlightSize/2`, `cwnd = 1 SMSS` |
 //! | RTO | anything else: disconnection | freeze `cwnd`/`ssthresh`, enter **probing** |
-//! | RTO while probing | — | the probe failed; another follows after the backed-off RTO; after `max_probe_failures` the connection closes |
+//! | RTO while probing | — | the probe failed; another follows after the same, frozen RTO; after `max_probe_failures` the connection closes |
 //! | new ACK while probing | — | reconnected: leave probing with the frozen state |
 //!
 //! Probing: "the sender caches the current transmission state and begins sending small packets
 //! to probe the receiver"; "after leaving the probing state the previous transmission state is
 //! restored". The probe is the stream's own timeout retransmission, cut down to
 //! [`SenderConfig::probe_bytes`] (through [`CongestionController::max_segment_bytes`]), one at
-//! a time; its spacing is the stream's exponentially backed-off RTO (RFC 6298 §5.5).
+//! a time. Its spacing is the RTO in force when the disconnection was identified, frozen
+//! ([`CongestionController::freezes_rto`]): "the sender should freeze its current state
+//! (congestion window and retransmission timeout) and perform periodic probing until the
+//! connection is re-established" (§2.1) — periodic, as TCP-ELFN's probes, not backed off as
+//! a conventional sender's retransmissions are (§1: "backing off exponentially … does not make
+//! sense" in a disconnection).
 //!
 //! A route change rarely causes a timeout ("disconnections are short-term and do not cause
 //! TCP timeouts"), and when it does the timeout reads as a disconnection, as Table 2 says.
@@ -41,10 +46,12 @@ pub struct SenderConfig {
     /// lost from its text: "small packets of N bytes payload".)
     pub probe_bytes: u64,
     /// Failed probes (retransmission timeouts while probing) after which the connection is
-    /// closed. Default 8: probes back off with the RTO, so eight failures span about 2^9 − 1
-    /// initial RTOs (minutes at the 1 s minimum RTO, bounded by the RTO cap), longer than
-    /// the disconnections node mobility causes in the paper's scenarios, and the stream's own
-    /// limit (15 timeouts by default) is not reached first.
+    /// closed ("the probing timed out and the TCP connection is closed", §4; the paper's
+    /// count was lost from its text). Default 120: probes are periodic at the frozen RTO, so
+    /// at the 1 s minimum RTO two minutes of probing — the order of the stream's own give-up
+    /// (15 backed-off timeouts) and far longer than the disconnections node mobility causes
+    /// in the paper's scenarios. The stream's limit counts backoffs, which a frozen RTO does
+    /// not add, so this one decides.
     pub max_probe_failures: u32,
 }
 
@@ -52,7 +59,7 @@ impl Default for SenderConfig {
     fn default() -> Self {
         SenderConfig {
             probe_bytes: 1,
-            max_probe_failures: 8,
+            max_probe_failures: 120,
         }
     }
 }
@@ -322,6 +329,11 @@ impl CongestionController for AdtcpSender {
 
     fn max_segment_bytes(&self) -> Option<u64> {
         matches!(self.phase, Phase::Probing { .. }).then_some(self.config.probe_bytes.max(1))
+    }
+
+    /// Probing keeps the RTO of the moment the disconnection was identified (§2.1).
+    fn freezes_rto(&self) -> bool {
+        matches!(self.phase, Phase::Probing { .. })
     }
 
     fn close_requested(&self) -> bool {

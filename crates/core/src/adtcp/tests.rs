@@ -1,7 +1,7 @@
 //! ADTCP end to end on our one TCP, through the tiny deterministic pipe of
 //! [`crate::testing::pipe`]: interoperation with conventional peers in both directions
 //! (papers/004 §4 "backward compatibility"), the option on the wire, and the disconnection
-//! path (freeze, small probes with backoff, restore, close).
+//! path (freeze, small periodic probes at the frozen RTO, restore, close).
 
 use super::*;
 use crate::cc::CongestionController;
@@ -259,21 +259,26 @@ fn with_outage(ends: Ends, end: Time) -> Pair {
 }
 
 #[test]
-fn test_disconnection_freezes_probes_small_with_backoff_and_restores() {
+fn test_disconnection_freezes_probes_small_periodically_and_restores() {
     let outage_end = Time::from_secs(9);
     let p = with_outage(BOTH, outage_end);
     assert_eq!(p.delivered(), 2_000_000);
-    // Probes during the outage: one byte each, spaced by a doubling RTO.
+    // Probes during the outage: one byte each, periodic at the frozen RTO (papers/004 §2.1),
+    // not backed off.
     let probes: Vec<Time> = p
         .data_segments()
         .filter(|(t, _, s)| s.payload_len == 1 && *t < outage_end)
         .map(|(t, _, _)| *t)
         .collect();
-    assert!(probes.len() >= 2, "{probes:?}");
+    assert!(probes.len() >= 4, "{probes:?}");
     let gaps: Vec<Duration> = probes.windows(2).map(|w| w[1] - w[0]).collect();
-    for g in gaps.windows(2) {
-        assert_eq!(g[1], g[0] * 2, "{gaps:?}");
+    for g in &gaps {
+        assert_eq!(*g, gaps[0], "{gaps:?}");
     }
+    assert!(
+        gaps[0] >= Duration::from_secs(1),
+        "RFC 6298's 1 s minimum RTO"
+    );
     // Before the outage, segments were full-sized.
     assert!(
         p.data_segments()

@@ -4,6 +4,10 @@
 //! * [`AtpSender`] / [`AtpReceiver`]: ATP over SPP ([`crate::spp`]), the variant the paper's
 //!   experiments use. The sender paces SPP at the estimate and feeds the estimate to NAI's
 //!   admission control, early expiry and bandwidth notifications.
+//! * [`endpoint`]: the outermost type both engines drive — one socket's worth of ATP
+//!   connections with their handshake, keep-alive and CLOSE, and the application's calls
+//!   (send, cancel, defer, resume, re-prioritise; receiving and outcomes as events). The
+//!   runtime runs it over UDP, the simulator's `atp_endpoint` agents over simulated links.
 //! * [`tcp`]: ATP over one TCP connection in fixed-size, padded segments (§4.1).
 //! * [`estimator`]: Figure 3 (the paper's, selected with [`EstimatorMode::Paper`]).
 //! * [`control`]: the default rate control, short queues on purpose

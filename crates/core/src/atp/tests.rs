@@ -624,7 +624,9 @@ fn test_same_seed_same_run() {
 }
 
 /// Regression: `set_external_rate(now, 1e-300)` then `poll_timeout()` panicked in
-/// `Duration::from_secs_f64` (a wait longer than a Duration holds).
+/// `Duration::from_secs_f64` (a wait longer than a Duration holds). A rate that small sends
+/// (almost) nothing and never asks to be woken before it could send; a usable rate set later
+/// starts the transfer.
 #[test]
 fn test_tiny_external_rate_does_not_panic() {
     let mut s = AtpSender::new(AtpConfig::default(), RateSource::External, Time::ZERO);
@@ -632,27 +634,76 @@ fn test_tiny_external_rate_does_not_panic() {
     let _ = s
         .nai_mut()
         .submit(Time::ZERO, QueueId(0), 100_000, no_timer(Priority::HIGH));
-    while s.poll_transmit(Time::ZERO).is_some() {}
-    let t = s.poll_timeout();
-    assert!(t.is_none_or(|t| t >= Time::ZERO));
+    let mut sent_at_zero = 0u64;
+    while let Some(d) = s.poll_transmit(Time::ZERO) {
+        sent_at_zero += u64::from(d.payload_len);
+    }
+    // At most the pacer's initial burst leaves; the rest of 100 kB would take 1e305 s.
+    assert!(
+        sent_at_zero < 100_000,
+        "sent {sent_at_zero} bytes at 1e-300 B/s"
+    );
+    if let Some(t) = s.poll_timeout() {
+        // A wake-up may be for the retransmission timer, never a busy loop at time zero.
+        assert!(t > Time::ZERO, "wake-up at {t:?}");
+    }
     s.handle_timeout(Time::from_secs(1));
+    let mut sent_later = 0u64;
+    while let Some(d) = s.poll_transmit(Time::from_secs(1)) {
+        if matches!(d.repr, SppRepr::Data(_)) && s.stats().retransmitted_bytes == 0 {
+            sent_later += u64::from(d.payload_len);
+        }
+    }
+    assert_eq!(sent_later, 0, "new data at 1e-300 B/s after one second");
+    // A usable rate resumes sending.
+    s.set_external_rate(Time::from_secs(1), 100_000.0);
+    let mut resumed = 0u64;
+    for ms in 1000..1100u64 {
+        while let Some(d) = s.poll_transmit(Time::from_millis(ms)) {
+            resumed += u64::from(d.payload_len);
+        }
+    }
+    assert!(resumed > 0, "nothing sent after the rate was raised");
 }
 
 /// Regression: an ACK frame built by hand with an inverted range `(10, 5)` panicked in the SPP
-/// sender; it acknowledges nothing.
+/// sender; it acknowledges nothing (every packet stays in flight, none is declared lost), while
+/// the same range the right way round acknowledges packets 5…9.
 #[test]
 fn test_inverted_ack_range_is_ignored() {
     let mut s = AtpSender::new(AtpConfig::default(), RateSource::External, Time::ZERO);
-    s.set_external_rate(Time::ZERO, 100_000.0);
+    s.set_external_rate(Time::ZERO, 1_000_000.0);
     let _ = s
         .nai_mut()
-        .submit(Time::ZERO, QueueId(0), 10_000, no_timer(Priority::HIGH));
-    while s.poll_transmit(Time::ZERO).is_some() {}
-    let ack = crate::spp::wire::SppRepr::Ack(crate::spp::wire::AckFrame {
-        ranges: vec![(10, 5)],
-        verdicts: Vec::new(),
-    });
-    s.handle_datagram(Time::from_millis(10), &ack, 0);
+        .submit(Time::ZERO, QueueId(0), 100_000, no_timer(Priority::HIGH));
+    for ms in 0..20u64 {
+        while s.poll_transmit(Time::from_millis(ms)).is_some() {}
+    }
+    let in_flight = s.spp().in_flight_packets();
+    assert!(
+        in_flight >= 10,
+        "packets 0..10 must be in flight: {in_flight}"
+    );
+    let ack = |ranges| {
+        crate::spp::wire::SppRepr::Ack(crate::spp::wire::AckFrame {
+            ranges,
+            verdicts: Vec::new(),
+        })
+    };
+    s.handle_datagram(Time::from_millis(20), &ack(vec![(10, 5)]), 0);
+    assert_eq!(
+        s.spp().in_flight_packets(),
+        in_flight,
+        "inverted range acked"
+    );
+    assert_eq!(s.spp().stats().lost_packets, 0);
+    s.handle_datagram(Time::from_millis(21), &ack(vec![(5, 10)]), 0);
+    // 5…9 acknowledged (and 0…4, now below the highest acknowledged, declared lost).
+    assert!(
+        s.spp().in_flight_packets() <= in_flight - 5,
+        "ordered range: {} of {in_flight} still in flight",
+        s.spp().in_flight_packets()
+    );
 }
 
 /// With [`Pacing::Curbw`] SPP is paced at the estimator's `curbw` while NAI is told

@@ -131,6 +131,16 @@ pub trait CongestionController: fmt::Debug {
         None
     }
 
+    /// While true, a retransmission timeout does not back the timer off: the next one fires
+    /// after the same RTO, so probes go out periodically (ADTCP while disconnected:
+    /// papers/004 §2.1, "the sender should freeze its current state (congestion window and
+    /// retransmission timeout) and perform periodic probing"). Asked right after
+    /// [`on_congestion_event`](Self::on_congestion_event) for the timeout. The default backs
+    /// off (RFC 6298 §5.5).
+    fn freezes_rto(&self) -> bool {
+        false
+    }
+
     /// The controller gave up on the path (e.g. ADTCP after repeated failed probes): the
     /// stream aborts the connection. Checked after each retransmission timeout.
     fn close_requested(&self) -> bool {

@@ -334,6 +334,15 @@ pub struct CmConfig {
     /// Probes per smoothed RTT (papers/003 §2.2.1: at least 2; Figure 4 varies it).
     /// Clamped to [0.1, 100].
     pub probes_per_rtt: f64,
+    /// The shortest round trip the CM's feedback timing assumes: probes are spaced, aging is
+    /// triggered and its half-life taken from `max(RTT, feedback_floor)` rather than the RTT
+    /// alone. The paper's ns-2 CM saw feedback as soon as the network delivered it; a CM on a
+    /// real host sees it after the receiving application, the scheduler and the local socket
+    /// have had their turn, which on a busy host takes longer than a LAN or loopback round
+    /// trip (srtt ~0.05 ms on loopback, where 20 halvings fit in one millisecond). Paths whose
+    /// RTT exceeds the floor (every scenario in `experiments/cm/`) are unaffected;
+    /// `Duration::ZERO` restores the paper's rule exactly.
+    pub feedback_floor: Duration,
     /// A grant lapses after max(srtt, this) if not used (RFC 3124 §3.3).
     pub grant_lifetime_min: Duration,
     /// Most application events waiting in the queue; grants pause while it is full.
@@ -346,6 +355,11 @@ pub struct CmConfig {
     pub temporal: TemporalConfig,
 }
 
+/// The default [`CmConfig::feedback_floor`]: about one scheduling period of a loaded Linux
+/// host (CFS's `sched_latency` is 6 ms × (1 + log2 CPUs), 12 ms on two CPUs), so that one
+/// descheduling of the application or of the CM's own task is not read as a silent network.
+pub const DEFAULT_FEEDBACK_FLOOR: Duration = Duration::from_millis(10);
+
 impl Default for CmConfig {
     fn default() -> Self {
         CmConfig {
@@ -357,6 +371,7 @@ impl Default for CmConfig {
             aging_half_life: AgingHalfLife::MinRtt,
             aging_trigger: AgingTrigger::Srtt,
             probes_per_rtt: 2.0,
+            feedback_floor: DEFAULT_FEEDBACK_FLOOR,
             grant_lifetime_min: Duration::from_millis(10),
             max_events: 4096,
             max_flows: 65_536,

@@ -58,6 +58,8 @@ pub(crate) struct RateController {
     min_rate: f64,
     max_rate: f64,
     half_life: AgingHalfLife,
+    /// [`CmConfig::feedback_floor`].
+    feedback_floor: Duration,
     trigger: AgingTrigger,
     /// No further multiplicative decrease before this time (one reduction per RTT).
     decrease_guard_until: Time,
@@ -91,6 +93,7 @@ impl RateController {
                 .max_rate_bytes_per_s
                 .max(config.min_rate_bytes_per_s.max(1.0)),
             half_life: config.aging_half_life,
+            feedback_floor: config.feedback_floor,
             trigger: config.aging_trigger,
             decrease_guard_until: Time::ZERO,
             restarting: false,
@@ -185,7 +188,10 @@ impl RateController {
             AgingHalfLife::MinRtt => self.min_rtt().unwrap_or(self.initial_rtt),
             AgingHalfLife::Srtt => self.srtt_or_initial(),
         };
-        d.max(Duration::from_micros(1))
+        // Never shorter than the host's feedback floor: on loopback the minimum RTT is tens
+        // of microseconds, and halving at that period took an implicit-feedback flow to its
+        // floor rate within a millisecond of the application being descheduled.
+        d.max(self.feedback_floor).max(Duration::from_micros(1))
     }
 
     /// `cm_notify`: `bytes` of open-loop data (from flows that are not window-limited, see
@@ -235,7 +241,11 @@ impl RateController {
     /// or `srtt + max(G, 4·rttvar)` ([`AgingTrigger::Rto`], RFC 6298's RTO formula without
     /// its 1 s floor and backoff, which absorbs RTT jitter and probe spacing).
     pub(crate) fn feedback_timeout(&self) -> Duration {
-        match (self.rtt.srtt(), self.trigger) {
+        // The round trip is taken as at least the feedback floor (see `CmConfig`).
+        match (
+            self.rtt.srtt().map(|s| s.max(self.feedback_floor)),
+            self.trigger,
+        ) {
             // One clock granularity G past srtt: a response arriving exactly one srtt after
             // its probe is in time.
             (Some(srtt), AgingTrigger::Srtt) => srtt + FEEDBACK_GRANULARITY,

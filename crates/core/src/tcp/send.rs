@@ -357,7 +357,15 @@ impl SendHalf {
         stats.fast_retransmits += 1;
         // RFC 3042 §2: segments sent by limited transmit do not count in the FlightSize that
         // sets ssthresh (RFC 5681 §3.2 step 2).
-        let flight = self.flight_size().saturating_sub(self.lt_bytes);
+        // FlightSize is what the sender counts as outstanding, SND.NXT − SND.UNA (as
+        // `send_permit` does). It differs from SND.MAX − SND.UNA only while going back after
+        // a timeout — reachable here only under the Reno rule, whose duplicate ACKs for
+        // pre-timeout data may start recovery then: counting the window the timeout presumed
+        // lost gave `cwnd` back half of it and ran away on deep queues (issue 21 item 7).
+        let flight = self
+            .nxt
+            .saturating_sub(self.una)
+            .saturating_sub(self.lt_bytes);
         self.lt_allowance = 0;
         self.recover = self.max;
         self.in_recovery = true;
@@ -396,7 +404,10 @@ impl SendHalf {
         self.rtx_until = self.max;
         self.nxt = self.una;
         self.in_flight.clear();
-        self.backoffs = self.backoffs.saturating_add(1);
+        // RFC 6298 §5.5 backs the timer off, unless the controller froze it (periodic probes).
+        if !self.cc.freezes_rto() {
+            self.backoffs = self.backoffs.saturating_add(1);
+        }
     }
 
     fn restart_rto(&mut self, now: Time) {

@@ -577,3 +577,63 @@ fn test_rfc6582_ignores_dupacks_after_rto_reno_retransmits() {
     );
     assert!(acked > 0, "the retransmission is acknowledged within 0.5 s");
 }
+
+/// Issue 21 item 7, regression: with `recover_after_rto = "reno"` on a path whose queue holds
+/// more than one RTO of data (10 Mbit/s, 100 ms, 1000 packets, 2 % loss), one seed in ten ran
+/// away to 3.65 Mbit/s with the window filling the whole queue. The mechanism: a timeout
+/// resets SND.NXT to SND.UNA (go-back-N) while the old window is still queued; its segments
+/// keep arriving above the hole, and under the Reno rule their third duplicate ACK starts fast
+/// recovery at once. That recovery took FlightSize as SND.MAX − SND.UNA — the window the
+/// timeout had just presumed lost — so `cwnd` jumped from 1 SMSS back to half the old window
+/// plus one SMSS per further duplicate ACK, the sender refilled the queue, the next timeout
+/// found a larger flight, and so on. FlightSize is what the sender counts as outstanding
+/// (SND.NXT − SND.UNA, as 4.4BSD's Reno computes it from the post-timeout window).
+#[test]
+fn test_reno_rule_fast_retransmit_after_rto_does_not_restore_the_presumed_lost_window() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+    const MSS: u64 = 1000;
+    let config = TcpConfig {
+        mss: MSS as u16,
+        recover_after_rto: RecoverAfterRto::Reno,
+        ..TcpConfig::default()
+    };
+    // Drop the first two transmissions of the 400th data segment: the fast retransmission is
+    // lost too, so recovery ends in a timeout — by then slow start has queued well over a
+    // second of data in the 1 ms-per-segment pipe, which keeps arriving after the RTO.
+    let target = Rc::new(Cell::new(None::<u32>));
+    let tries = Rc::new(Cell::new(0u32));
+    let (t2, n2) = (target.clone(), tries.clone());
+    let mut p = Pair::new(config, move |n, seg| {
+        if n == 400 {
+            t2.set(Some(seg.repr.seq));
+        }
+        if t2.get() == Some(seg.repr.seq) && n2.get() < 2 {
+            n2.set(n2.get() + 1);
+            return true;
+        }
+        false
+    });
+    p.client.write(50_000_000);
+    let mut ssthresh_at_false_fr = None;
+    let mut t = Time::ZERO;
+    while t < Time::from_secs(20) {
+        t += Duration::from_millis(2);
+        p.run(t);
+        let st = *p.client.stats();
+        // The first fast retransmit repaired the original loss; the second follows the RTO.
+        if st.timeouts >= 1 && st.fast_retransmits >= 2 && ssthresh_at_false_fr.is_none() {
+            ssthresh_at_false_fr = p.client.cc().ssthresh();
+        }
+    }
+    let st = *p.client.stats();
+    assert!(st.timeouts >= 1, "the scenario needs a timeout: {st:?}");
+    let ssthresh = ssthresh_at_false_fr.expect("a duplicate-ACK recovery after the timeout");
+    assert!(
+        ssthresh <= 4 * MSS,
+        "fast recovery right after the RTO set ssthresh to {} segments: the presumed-lost \
+         window came back",
+        ssthresh / MSS
+    );
+    assert_eq!(p.pipe.dropped(), 2);
+}

@@ -43,7 +43,9 @@
 
 use super::config::TpbaConfig;
 use super::controller::{Controller, Period, TpbaEvent};
-use super::report::{FragmentHeader, ReceiverReport};
+use super::report::{
+    FragmentHeader, ReceiverReport, extend_adu_seq, low32, stamp_us, unwrap_stamp,
+};
 use crate::nai::RangeSet;
 use crate::time::Time;
 use crate::wire::WireError;
@@ -464,8 +466,10 @@ impl FSocket {
         let lost = u64::from(rr.cumulative_lost.saturating_sub(self.tx.rr_lost));
         self.tx.rr_highest = Some(rr.highest_seq);
         self.tx.rr_lost = self.tx.rr_lost.max(rr.cumulative_lost);
-        let rtt = (rr.echo_sent_at > Time::ZERO && rr.echo_sent_at <= now).then(|| {
-            now.saturating_since(rr.echo_sent_at)
+        // The echo is a 32-bit microsecond stamp (0: no datagram seen yet).
+        let rtt = (rr.echo_sent_at > Time::ZERO).then(|| {
+            let stamp = u32::try_from(rr.echo_sent_at.as_nanos() / 1_000).unwrap_or(u32::MAX);
+            now.saturating_since(unwrap_stamp(now, stamp))
                 .saturating_sub(rr.delay())
         });
         if rtt.is_some() {
@@ -529,7 +533,7 @@ impl FSocket {
         self.drain_controller_events();
     }
 
-    fn next_tcp_write(&mut self, now: Time) -> Option<FlowTransmit> {
+    fn next_tcp_write(&mut self) -> Option<FlowTransmit> {
         if self.tx.ctl.switch_wanted().is_some() {
             return None; // probing is over: stop at this boundary
         }
@@ -547,7 +551,7 @@ impl FSocket {
             offset: 0,
             len,
             dgram_seq: 0,
-            sent_at: now,
+            sent_at_us: 0,
         };
         let bytes = h.to_bytes(&adu.data);
         self.tx.tcp_written += bytes.len() as u64;
@@ -582,7 +586,7 @@ impl FSocket {
             offset: *offset,
             len,
             dgram_seq: self.tx.dgram_seq,
-            sent_at: now,
+            sent_at_us: stamp_us(now),
         };
         let bytes = h.to_bytes(payload);
         *offset += len;
@@ -606,7 +610,7 @@ impl FSocket {
         }
         self.try_switch(now);
         let t = match self.tx.ctl.period() {
-            Period::Probing => self.next_tcp_write(now),
+            Period::Probing => self.next_tcp_write(),
             Period::Running => self.next_datagram(now),
         };
         // An ADU just completed on UDP may let a wanted switch happen now.
@@ -667,15 +671,17 @@ impl FSocket {
 
     /// A datagram arrived on the UDP data path.
     pub fn handle_udp(&mut self, now: Time, bytes: &[u8]) -> Result<(), FsError> {
-        let (h, payload) = FragmentHeader::parse_datagram(bytes)?;
+        let (mut h, payload) = FragmentHeader::parse_datagram(bytes)?;
+        h.adu_seq = extend_adu_seq(self.rx.next_deliver, low32(h.adu_seq));
         self.rx.received_bytes += bytes.len() as u64;
         // RFC 3550 §6.4.1 / A.8: loss from the highest sequence number, jitter from transit.
         if self.rx.highest_dgram.is_none_or(|hi| h.dgram_seq > hi) {
             self.rx.highest_dgram = Some(h.dgram_seq);
-            self.rx.last_udp = Some((h.sent_at, now));
+            self.rx.last_udp = Some((Time::from_micros(u64::from(h.sent_at_us)), now));
         }
         self.rx.dgrams += 1;
-        let transit = now.as_secs_f64() - h.sent_at.as_secs_f64();
+        // Transit in 32-bit microseconds, as RTP timestamps: only its differences count.
+        let transit = f64::from(stamp_us(now).wrapping_sub(h.sent_at_us)) / 1e6;
         if let Some(last) = self.rx.last_transit_s {
             let d = (transit - last).abs();
             self.rx.jitter_s += (d - self.rx.jitter_s) / 16.0;
@@ -695,11 +701,11 @@ impl FSocket {
         self.rx.stream.extend_from_slice(bytes);
         self.arm_reports(now);
         loop {
-            if self.rx.stream.len() < FragmentHeader::LEN {
+            if self.rx.stream.len() < FragmentHeader::TCP_LEN {
                 return Ok(());
             }
-            let h = match FragmentHeader::parse(&self.rx.stream) {
-                Ok(h) if h.len <= self.config.max_adu_bytes => h,
+            let mut h = match FragmentHeader::parse(&self.rx.stream) {
+                Ok(h) if h.tcp && h.len <= self.config.max_adu_bytes => h,
                 Ok(_) => {
                     self.rx.stream_broken = true;
                     return Err(FsError::Wire(WireError::Malformed("tpba stream length")));
@@ -709,13 +715,14 @@ impl FSocket {
                     return Err(FsError::Wire(e));
                 }
             };
-            let end = FragmentHeader::LEN + h.len as usize;
+            let end = FragmentHeader::TCP_LEN + h.len as usize;
             if self.rx.stream.len() < end {
                 return Ok(());
             }
+            h.adu_seq = extend_adu_seq(self.rx.next_deliver, low32(h.adu_seq));
             let rest = self.rx.stream.split_off(end);
             let frame = std::mem::replace(&mut self.rx.stream, rest);
-            let payload = frame.get(FragmentHeader::LEN..).unwrap_or_default();
+            let payload = frame.get(FragmentHeader::TCP_LEN..).unwrap_or_default();
             self.handle_fragment(now, &h, payload);
         }
     }

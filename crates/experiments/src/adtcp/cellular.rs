@@ -91,33 +91,20 @@ pub struct CellularParams {
 impl CellularParams {
     /// Loads and checks a parameter file.
     pub fn load_path(path: &Path) -> Result<CellularParams, ExpError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ExpError::Input(format!("{}: {e}", path.display())))?;
-        let p: CellularParams = toml::from_str(&text).map_err(|e| {
-            ExpError::Input(format!(
-                "{}: {e}(fields: crates/experiments/src/adtcp/cellular.rs `CellularParams`)",
-                path.display()
-            ))
-        })?;
-        let bad = |field: &str, why: &str| {
-            ExpError::Input(format!("{}: `{field}` {why}", path.display()))
-        };
-        for (field, v) in [
-            ("duration_s", p.duration_s),
-            ("quick_duration_s", p.quick_duration_s),
-        ] {
-            if !(v.is_finite() && (1.0..=1e6).contains(&v)) {
-                return Err(bad(field, "must be between 1 and 1e6 seconds"));
-            }
-        }
-        if p.runs == 0 || p.quick_runs == 0 {
-            return Err(bad("runs", "must be at least 1"));
-        }
+        let p: CellularParams = super::read_params(
+            path,
+            "crates/experiments/src/adtcp/cellular.rs `CellularParams`",
+        )?;
+        let bad = |field: &str, why: &str| super::bad_field(path, field, why);
+        super::check_common(
+            path,
+            [p.duration_s, p.quick_duration_s],
+            [p.runs, p.quick_runs],
+            "runs",
+            p.monitor_period_ms,
+        )?;
         if p.losses.is_empty() || p.traces.is_empty() {
             return Err(bad("losses/traces", "need at least one entry each"));
-        }
-        if !(p.monitor_period_ms.is_finite() && (1.0..=1e4).contains(&p.monitor_period_ms)) {
-            return Err(bad("monitor_period_ms", "must be between 1 and 10000"));
         }
         for l in &p.losses {
             if let Some(ce) = l.channel_error() {

@@ -1,9 +1,11 @@
 //! TCP-friendliness (papers/004 §5.2, its Figure 7): two TCP flows share the mobile path with
 //! channel error — NewReno + NewReno, NewReno + ADTCP, ADTCP + ADTCP. ADTCP is friendly if
-//! the NewReno flow beside it gets no less than beside another NewReno flow.
+//! the NewReno flow beside it gets no less than beside another NewReno flow. Means over seeds
+//! with their 95 % intervals; the pairs see the same path at each (speed, seed).
 
 use super::{Params, json, mean, run_path, run_seed};
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_sim::manet::Protocol;
@@ -29,6 +31,8 @@ pub struct Row {
     pub speed_m_per_s: f64,
     /// Mean goodput of each flow, bit/s.
     pub flow_bps: [f64; 2],
+    /// Each flow's goodput per seed, bit/s.
+    pub per_seed_bps: [Vec<f64>; 2],
 }
 
 impl Experiment for Friendliness {
@@ -67,6 +71,7 @@ impl Experiment for Friendliness {
                     pair,
                     speed_m_per_s: speed,
                     flow_bps: [mean(&a), mean(&b)],
+                    per_seed_bps: [a, b],
                 });
             }
         }
@@ -90,13 +95,19 @@ fn report(rows: &[Row], speeds: &[f64]) -> Result<Report, ExpError> {
         "aggregate kbit/s",
         "paper's claim",
     ]);
+    let kbit = |xs: &[f64]| {
+        let s = Spread::of(xs);
+        format!("{:.0} ± {:.0}", s.mean / 1e3, s.half_width_95 / 1e3)
+    };
     for row in rows {
+        let [a, b] = &row.per_seed_bps;
+        let agg: Vec<f64> = a.iter().zip(b).map(|(x, y)| x + y).collect();
         t.row([
             row.pair.to_string(),
             format!("{:.0}", row.speed_m_per_s),
-            format!("{:.0}", row.flow_bps[0] / 1e3),
-            format!("{:.0}", row.flow_bps[1] / 1e3),
-            format!("{:.0}", (row.flow_bps[0] + row.flow_bps[1]) / 1e3),
+            kbit(a),
+            kbit(b),
+            kbit(&agg),
             match row.pair {
                 "NewReno + ADTCP" => "NewReno flow ≈ its share beside NewReno",
                 "ADTCP + ADTCP" => "aggregate ≥ NewReno + NewReno",
@@ -105,26 +116,40 @@ fn report(rows: &[Row], speeds: &[f64]) -> Result<Report, ExpError> {
             .to_string(),
         ]);
     }
-    r.table("Mean goodput per flow", "friendliness", t);
+    r.table(
+        "Goodput per flow (mean ± 95 % interval over seeds)",
+        "friendliness",
+        t,
+    );
     let mut f = Table::new([
         "speed m/s",
         "NewReno beside NewReno kbit/s",
         "NewReno beside ADTCP kbit/s",
-        "ratio",
+        "ratio (per seed)",
     ]);
     for &s in speeds {
         let get = |pair: &str| {
             rows.iter()
                 .find(|x| x.pair == pair && x.speed_m_per_s == s)
-                .map(|x| x.flow_bps)
+                .map(|x| &x.per_seed_bps)
         };
         if let (Some(nn), Some(na)) = (get("NewReno + NewReno"), get("NewReno + ADTCP")) {
-            let base = mean(&nn);
+            // NewReno + NewReno: the mean of its two flows, per seed (same path as the pair).
+            let base: Vec<f64> = nn[0]
+                .iter()
+                .zip(&nn[1])
+                .map(|(x, y)| (x + y) / 2.0)
+                .collect();
+            let ratio: Vec<f64> = na[0]
+                .iter()
+                .zip(&base)
+                .map(|(x, b)| x / b.max(1e-9))
+                .collect();
             f.row([
                 format!("{s:.0}"),
-                format!("{:.0}", base / 1e3),
-                format!("{:.0}", na[0] / 1e3),
-                format!("{:.2}", na[0] / base.max(1e-9)),
+                kbit(&base),
+                kbit(&na[0]),
+                format!("{:.2}", Spread::of(&ratio)),
             ]);
         }
     }

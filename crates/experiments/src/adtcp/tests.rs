@@ -1,6 +1,6 @@
 //! Scoring against ground truth, parameter files and determinism of the ADTCP experiments.
 
-use super::accuracy::{judge, score};
+use super::accuracy::{Spreads, judge, judge_at_detection, score};
 use super::*;
 use adaptnet_core::adtcp::StateReport;
 use adaptnet_core::adtcp::identify::Levels;
@@ -70,7 +70,7 @@ fn test_score_counts_wrong_and_incompatible_calls() {
         loss(350, TrueState::Congestion),    // all wrong; multi incompatible
         loss(450, TrueState::Disconnection), // no interval after: unjudged
     ];
-    let (all, by, unjudged) = score(&losses, &ids);
+    let (all, by, unjudged) = score(&losses, &ids, None);
     assert_eq!(unjudged, 1);
     assert_eq!(all.losses, 4);
     assert_eq!((all.wrong_idd, all.wrong_stt, all.wrong_multi), (2, 2, 1));
@@ -84,6 +84,33 @@ fn test_score_counts_wrong_and_incompatible_calls() {
     );
     assert_eq!(by[2].state_named, 1);
     assert_eq!(by[3].wrong_stt, 1);
+    assert_eq!(all.congestion_losses, 2);
+    // The missed congestion loss was reported "normal": the sender still halves on it.
+    assert_eq!(all.incompatible_acted, 0);
+    let sp = Spreads::of(&[all]);
+    assert!((sp.missed.mean - 50.0).abs() < 1e-9);
+}
+
+#[test]
+fn test_a_loss_is_judged_by_the_report_in_force_when_the_receiver_sees_it() {
+    use Level::{High, Low, Medium};
+    let ids = vec![
+        (Time::from_millis(100), id(High, Low, Medium)),
+        (Time::from_millis(200), id(Medium, Medium, High)),
+        (Time::from_millis(300), id(Medium, Medium, Medium)),
+    ];
+    let holes = [Time::from_millis(150), Time::from_millis(260)];
+    // Lost at 120 ms, seen at 150 ms: the report of the interval closed at 100 ms.
+    assert!(judge_at_detection(&ids, &holes, Time::from_millis(120)).is_some_and(|j| j.multi));
+    // Lost at 210 ms, seen at 260 ms: the interval closed at 200 ms (PLR high).
+    let j = judge_at_detection(&ids, &holes, Time::from_millis(210));
+    assert!(j.is_some_and(|j| !j.multi && j.plr), "{j:?}");
+    // Never seen: not judged; seen before any interval closed: not judged.
+    assert!(judge_at_detection(&ids, &holes, Time::from_millis(270)).is_none());
+    assert!(judge_at_detection(&ids, &[Time::from_millis(50)], Time::ZERO).is_none());
+    // A congestion loss reported as channel error is one the sender acts on.
+    let (all, _, _) = score(&[loss(210, TrueState::Congestion)], &ids, Some(&holes));
+    assert_eq!((all.incompatible_multi, all.incompatible_acted), (1, 1));
 }
 
 fn opts() -> ExpOptions {
@@ -108,6 +135,9 @@ fn test_the_parameter_files_load() {
         assert_eq!(cfg.mobility.speed_m_per_s, 7.0);
         assert!(cfg.channel_error.is_none());
         assert_eq!(cfg.cbr.len(), p.competing.len());
+        assert_eq!(cfg.cross.len(), p.cross.len());
+        let alone = p.path_config(7.0, true, false, true);
+        assert!(alone.cbr.is_empty() && alone.cross.is_empty());
     }
 }
 
@@ -201,4 +231,84 @@ fn test_cellular_trace_paths_resolve_or_skip_with_a_note() {
     assert!(resolve_trace_path(&nested, "t.down").exists());
     let missing = resolve_trace_path(&nested, "no-such-trace.down");
     assert_eq!(missing, nested.join("no-such-trace.down"));
+}
+
+#[test]
+fn test_competing_cases_have_dynamic_cross_traffic_and_a_window_that_can_overflow() {
+    let p = Params::load(&opts(), "accuracy.params").expect("params");
+    assert!(!p.cross.is_empty(), "on/off cross traffic, not CBR");
+    assert!(p.competing.is_empty());
+    // A lone flow's window can exceed the path's pipe plus the queue.
+    assert!(p.path.max_window_segments > p.path.queue_packets + 10);
+    assert!(!p.rsd_sensitivity.is_empty());
+    let cfg = p.path_config(5.0, true, true, true);
+    let out = run_path(
+        &cfg,
+        Duration::from_secs(40),
+        run_seed(1, 5.0),
+        &[Protocol::NewRenoObserved],
+        Duration::from_millis(10),
+    )
+    .expect("run");
+    let cong = out
+        .monitor
+        .losses()
+        .iter()
+        .filter(|l| l.truth == TrueState::Congestion)
+        .count();
+    assert!(cong > 0, "no congestion loss in 40 s of cross traffic");
+    assert!(!out.hole_detections.is_empty());
+    assert!(!out.flows[0].goodput_series_bps.is_empty());
+}
+
+#[test]
+fn test_fig3_and_fig9_run_quickly_and_report() {
+    let dir = std::env::temp_dir().join(format!("adtcp-figs-{}", std::process::id()));
+    let adtcp = dir.join("adtcp");
+    std::fs::create_dir_all(&adtcp).expect("tmp");
+    let src = opts().experiments_dir.join("adtcp");
+    for (f, from, to) in [
+        (
+            "metrics.params",
+            "quick_duration_s = 40",
+            "quick_duration_s = 8",
+        ),
+        (
+            "testbed.params",
+            "quick_duration_s = 40",
+            "quick_duration_s = 8",
+        ),
+    ] {
+        let text = std::fs::read_to_string(src.join(f)).expect("read");
+        assert!(text.contains(from), "{f}");
+        std::fs::write(adtcp.join(f), text.replace(from, to)).expect("write");
+    }
+    let o = ExpOptions {
+        experiments_dir: dir.clone(),
+        seeds: vec![1, 2],
+        quick: true,
+    };
+    let fig3 = super::all()
+        .into_iter()
+        .find(|e| e.name() == "adtcp-fig3")
+        .expect("fig3")
+        .run(&o, &mut |_| {})
+        .expect("runs")
+        .render();
+    assert!(
+        fig3.contains("over half") && fig3.contains("Panel 4"),
+        "{fig3}"
+    );
+    let fig9 = super::all()
+        .into_iter()
+        .find(|e| e.name() == "adtcp-fig9")
+        .expect("fig9")
+        .run(&o, &mut |_| {})
+        .expect("runs")
+        .render();
+    assert!(
+        fig9.contains("clear channel") && fig9.contains("weak signal") && fig9.contains("mobility"),
+        "{fig9}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,10 +1,13 @@
 //! Throughput of NewReno, ADTCP and TCP-ELFN across mobility speeds (papers/004 §5.1, its
 //! Figure 6): (a) mobility only, (b) mobility and channel error, (c) mobility, channel error
-//! and competing CBR flows. One TCP flow per run; the three protocols see the same mobility
-//! and loss draws at each (speed, seed) — a paired comparison.
+//! and competing traffic (on/off cross traffic where the paper had CBR flows). One TCP flow
+//! per run; the three protocols see the same mobility and loss draws at each (speed, seed) —
+//! a paired comparison: the ratios are taken per seed, then averaged, each with its 95 %
+//! interval.
 
-use super::{Params, json, mean, run_path, run_seed};
+use super::{Params, json, kbit, run_path, run_seed};
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_sim::manet::Protocol;
@@ -15,25 +18,29 @@ use std::time::Duration;
 /// `adaptnet exp adtcp-throughput`.
 pub struct Throughput;
 
-/// The three cases: (name, channel error, competing CBR).
+/// The three cases: (name, channel error, competing cross traffic).
 pub const CASES: [(&str, bool, bool); 3] = [
     ("mobility", false, false),
     ("mobility + channel error", true, false),
-    ("mobility + channel error + CBR", true, true),
+    ("mobility + channel error + cross traffic", true, true),
 ];
 
 /// The protocols compared.
 pub const PROTOCOLS: [Protocol; 3] = [Protocol::NewReno, Protocol::Adtcp, Protocol::Elfn];
 
-/// One (case, speed) row: mean goodput per protocol over the seeds.
+/// One (case, speed) row: goodput per protocol over the seeds.
 #[derive(Clone, Debug, Serialize)]
 pub struct Row {
     /// Case name.
     pub case: &'static str,
     /// Speed, m/s.
     pub speed_m_per_s: f64,
-    /// Mean goodput, bit/s, in [`PROTOCOLS`] order.
-    pub goodput_bps: [f64; 3],
+    /// Goodput, bit/s, in [`PROTOCOLS`] order.
+    pub goodput_bps: [Spread; 3],
+    /// ADTCP / NewReno, per seed.
+    pub adtcp_over_newreno: Spread,
+    /// ADTCP / ELFN, per seed.
+    pub adtcp_over_elfn: Spread,
     /// ADTCP's reactions summed over the seeds.
     pub adtcp_reactions: BTreeMap<String, u64>,
     /// Mean path breaks per run: (route changes, disconnections).
@@ -88,10 +95,20 @@ impl Experiment for Throughput {
                         progress(done / total);
                     }
                 }
+                let ratio = |a: &[f64], b: &[f64]| {
+                    let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y.max(1e-9)).collect();
+                    Spread::of(&r)
+                };
                 rows.push(Row {
                     case,
                     speed_m_per_s: speed,
-                    goodput_bps: [mean(&samples[0]), mean(&samples[1]), mean(&samples[2])],
+                    goodput_bps: [
+                        Spread::of(&samples[0]),
+                        Spread::of(&samples[1]),
+                        Spread::of(&samples[2]),
+                    ],
+                    adtcp_over_newreno: ratio(&samples[1], &samples[0]),
+                    adtcp_over_elfn: ratio(&samples[1], &samples[2]),
                     adtcp_reactions: reactions,
                     episodes,
                 });
@@ -107,7 +124,7 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "papers/004 §5.1, Figure 6: TCP throughput vs node speed. The paper's numbers are lost \
          from its text; its claims are orderings: ADTCP well above NewReno in every case and \
          close to ELFN; NewReno more sensitive to speed than ADTCP; channel error widens the \
-         ADTCP–ELFN gap a little (identification errors); with competing CBR flows the gap \
+         ADTCP–ELFN gap a little (identification errors); with competing flows the gap \
          shrinks (congestion is identified accurately).",
     );
     let mut t = Table::new([
@@ -122,20 +139,24 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
         "paper's claim",
     ]);
     for row in rows {
-        let [nr, ad, el] = row.goodput_bps;
+        let [nr, ad, el] = &row.goodput_bps;
         t.row([
             row.case.to_string(),
             format!("{:.0}", row.speed_m_per_s),
             format!("{:.1}/{:.1}", row.episodes.0, row.episodes.1),
-            format!("{:.0}", nr / 1e3),
-            format!("{:.0}", ad / 1e3),
-            format!("{:.0}", el / 1e3),
-            format!("{:.2}", ad / nr.max(1e-9)),
-            format!("{:.2}", ad / el.max(1e-9)),
+            kbit(nr),
+            kbit(ad),
+            kbit(el),
+            format!("{:.2}", row.adtcp_over_newreno),
+            format!("{:.2}", row.adtcp_over_elfn),
             "ADTCP >> NewReno, ADTCP ≈ ELFN".to_string(),
         ]);
     }
-    r.table("Mean goodput per run", "throughput", t);
+    r.table(
+        "Goodput per run and paired ratios (mean ± 95 % interval over seeds)",
+        "throughput",
+        t,
+    );
     let mut re = Table::new([
         "case",
         "speed m/s",
@@ -176,7 +197,7 @@ fn report(rows: &[Row]) -> Result<Report, ExpError> {
                         .map(|x| {
                             (
                                 x.speed_m_per_s,
-                                x.goodput_bps.get(j).copied().unwrap_or(0.0) / 1e3,
+                                x.goodput_bps.get(j).map_or(0.0, |s| s.mean) / 1e3,
                             )
                         })
                         .collect(),

@@ -51,6 +51,52 @@ fn test_table5_reset_helps_more_as_backoff_grows() {
 }
 
 #[test]
+fn test_table6_dupacks_to_a_reno_sender_save_time_at_every_beacon() {
+    let o = ExpOptions {
+        seeds: vec![1, 2],
+        ..opts()
+    };
+    let r = super::table6::Table6.run(&o, &mut |_| {}).expect("runs");
+    let (_, bytes) = r
+        .files
+        .iter()
+        .find(|(n, _)| n == "table6_savings.json")
+        .expect("file");
+    let v: serde_json::Value = serde_json::from_slice(bytes).expect("json");
+    let rows = v.as_array().expect("array");
+    assert_eq!(rows.len(), 3, "one row per beacon interval");
+    for row in rows {
+        // [beacon, [RFC 6582 pair, Reno pair, rst-timers pair]]
+        let reno = &row[1][1];
+        let (mean, n) = (reno["mean"].as_f64(), reno["n"].as_u64());
+        assert_eq!(n, Some(2), "{row}");
+        // §5.4's mechanism works on the sender it was built for: it ends the RTO wait early.
+        assert!(mean.is_some_and(|m| m > 0.2), "{row}");
+    }
+    // The blackout (fade + beacon phase) is drawn from the seed: two seeds, two lengths.
+    let (_, bytes) = r
+        .files
+        .iter()
+        .find(|(n, _)| n == "table6.json")
+        .expect("file");
+    let runs: serde_json::Value = serde_json::from_slice(bytes).expect("json");
+    let blackout = |seed: u64| {
+        runs.as_array()
+            .expect("array")
+            .iter()
+            .find(|x| {
+                x["mode"] == "recv unmodified, Reno"
+                    && x["beacon_s"].as_f64() == Some(1.0)
+                    && x["handoffs"].as_u64() == Some(1)
+                    && x["seed"].as_u64() == Some(seed)
+            })
+            .and_then(|x| x["outages_s"][0].as_f64())
+            .expect("run")
+    };
+    assert!((blackout(1) - blackout(2)).abs() > 1e-6);
+}
+
+#[test]
 fn test_hysteresis_cuts_events_and_the_same_seed_repeats() {
     let none = count_events(1, Hysteresis::NONE).expect("runs");
     let all = Hysteresis {

@@ -14,6 +14,11 @@
 //! reject" is what no timer means. Throughput is measured at the receiver (message payload
 //! bytes per second, 1-s windows every 100 ms); start-up time is when a window first reaches
 //! `startup_fraction` of the link rate.
+//!
+//! No random element, on purpose: the paper's testbed for this test was deterministic — one
+//! transfer through an otherwise idle Dummynet pipe of fixed rate, no cross traffic, no loss,
+//! no trace — so every seed gives the same run and the output is one measurement, not a mean
+//! over trials (`--seeds` changes nothing here).
 
 use super::net::{Implementation, Run, Testbed, atp_config};
 use super::params::{self, KB, TestbedParams};
@@ -481,7 +486,9 @@ impl Experiment for Bulk {
             "NAI/ATP bulk transfer (paper 000 §5.3): {:.0} KB/s link, {} MB per test, start-up = \
              first 1-s window >= {:.0} % of the link rate. Paper: ATP and TCP both peak at 512 \
              KB/s; TCP reaches the peak within 1 s, ATP in about 10 s; sync vs async made no \
-             difference.",
+             difference. Deterministic, as the paper's testbed (one transfer through an idle \
+             fixed-rate pipe, no cross traffic, no loss): one run per cell, identical for every \
+             seed.",
             rate / KB,
             total / (1 << 20),
             p.startup_fraction * 100.0

@@ -7,6 +7,7 @@
 //! run of any implementation), then the experiments.
 
 pub mod bulk;
+pub mod endpoint;
 pub mod estimators;
 pub mod net;
 pub mod params;

@@ -16,9 +16,12 @@ use crate::ExpError;
 use adaptnet_core::Time;
 use adaptnet_core::atp::AtpConfig;
 use adaptnet_core::atp::EstimatorMode;
+use adaptnet_core::atp::endpoint::EndpointConfig;
 use adaptnet_core::nai::NaiConfig;
 use adaptnet_core::nai::baseline::BaselineKind;
+use adaptnet_core::session::LivenessConfig;
 use adaptnet_sim::agents::atp::{self, AtpAgent, AtpSink, RateFeed};
+use adaptnet_sim::agents::atp_endpoint::{self, AtpClientAgent, AtpServerAgent, Faults};
 use adaptnet_sim::agents::atp_tcp::{self, AtpTcpAgent, AtpTcpSink};
 use adaptnet_sim::agents::message_bytes::{MessageData, PayloadCheck};
 use adaptnet_sim::agents::nai_app::{Ledger, NaiApp};
@@ -82,6 +85,10 @@ pub enum Implementation {
     /// ATP over SPP with the library's default estimator (`EstimatorMode::Control`, the rate
     /// control).
     AtpDefault,
+    /// ATP (its configuration as given: the paper's estimator in the reproductions) through
+    /// core's endpoint, as the runtime runs it: handshake with a retry token, keep-alive,
+    /// CLOSE, message bytes in every datagram (`adaptnet_sim::agents::atp_endpoint`).
+    AtpEndpoint,
     /// ATP over one TCP connection with its estimator.
     AtpTcp,
     /// ATP over SPP fed the true link rate.
@@ -98,6 +105,7 @@ impl Implementation {
         match self {
             Implementation::Atp => "ATP".into(),
             Implementation::AtpDefault => "ATP-default".into(),
+            Implementation::AtpEndpoint => "ATP-endpoint".into(),
             Implementation::AtpTcp => "ATP/TCP".into(),
             Implementation::Oracle => "oracle".into(),
             Implementation::NaiTcp => "NAI-TCP".into(),
@@ -108,6 +116,28 @@ impl Implementation {
 
 fn world_err(e: WorldError) -> ExpError {
     ExpError::Input(format!("building the testbed: {e}"))
+}
+
+/// The endpoint's session ([`Implementation::AtpEndpoint`]): when its client closes and
+/// its keep-alive.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The client closes its connection then (never by default).
+    pub close_at: Time,
+    /// How long the close waits for live messages to become final.
+    pub linger: Duration,
+    /// Keep-alive and idle timeout (core's defaults: 10 s and 30 s).
+    pub liveness: LivenessConfig,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            close_at: Time::MAX,
+            linger: Duration::ZERO,
+            liveness: LivenessConfig::default(),
+        }
+    }
 }
 
 /// One implementation on the testbed, with its application.
@@ -149,6 +179,20 @@ impl Run {
         atp: AtpConfig,
         app: Box<dyn NaiApp>,
         seed: u64,
+    ) -> Result<Run, ExpError> {
+        let session = Session::default();
+        Run::with_session(testbed, implementation, atp, app, seed, &session)
+    }
+
+    /// [`Run::new`], with the endpoint's session settings: [`Implementation::AtpEndpoint`]
+    /// only, the other implementations have no session.
+    pub fn with_session(
+        testbed: &Testbed,
+        implementation: Implementation,
+        atp: AtpConfig,
+        app: Box<dyn NaiApp>,
+        seed: u64,
+        session: &Session,
     ) -> Result<Run, ExpError> {
         let mut world = World::new(seed);
         let s = world.add_node("sender").map_err(world_err)?;
@@ -202,6 +246,30 @@ impl Run {
                 let feed = RateFeed::Estimated;
                 atp::install(
                     &mut world, &name, atp, feed, s, r, PORT, app, start, stop, data,
+                )
+            }
+            Implementation::AtpEndpoint => {
+                let config = EndpointConfig {
+                    atp,
+                    liveness: session.liveness.clone(),
+                    ..EndpointConfig::client()
+                };
+                let faults = Faults {
+                    close_linger: session.linger,
+                    ..Faults::default()
+                };
+                atp_endpoint::install(
+                    &mut world,
+                    &name,
+                    config,
+                    s,
+                    r,
+                    PORT,
+                    app,
+                    start,
+                    session.close_at,
+                    faults,
+                    Faults::default(),
                 )
             }
             Implementation::Oracle => atp::install(
@@ -265,6 +333,7 @@ impl Run {
         let id = self.sender;
         w.agent::<AtpAgent>(id)
             .map(AtpAgent::ledger)
+            .or_else(|| w.agent::<AtpClientAgent>(id).map(AtpClientAgent::ledger))
             .or_else(|| w.agent::<NaiTcpAgent>(id).map(NaiTcpAgent::ledger))
             .or_else(|| w.agent::<AtpTcpAgent>(id).map(AtpTcpAgent::ledger))
     }
@@ -276,6 +345,7 @@ impl Run {
         let app = w
             .agent::<AtpAgent>(id)
             .map(AtpAgent::app)
+            .or_else(|| w.agent::<AtpClientAgent>(id).map(AtpClientAgent::app))
             .or_else(|| w.agent::<NaiTcpAgent>(id).map(NaiTcpAgent::app))
             .or_else(|| w.agent::<AtpTcpAgent>(id).map(AtpTcpAgent::app))?;
         (app as &dyn std::any::Any).downcast_ref::<T>()
@@ -289,6 +359,10 @@ impl Run {
         if let (Some(a), Some(k)) = (w.agent::<AtpAgent>(s), w.agent::<AtpSink>(r)) {
             return a.message_bytes().map(|b| k.payload_check(b));
         }
+        if let (Some(a), Some(k)) = (w.agent::<AtpClientAgent>(s), w.agent::<AtpServerAgent>(r)) {
+            let conn = k.connections().next()?;
+            return a.message_bytes().map(|b| conn.payload_check(b));
+        }
         if let (Some(a), Some(k)) = (w.agent::<AtpTcpAgent>(s), w.agent::<AtpTcpSink>(r)) {
             return a.message_bytes().map(|b| k.payload_check(b));
         }
@@ -299,5 +373,14 @@ impl Run {
     /// The ATP sender agent, for ATP and the oracle.
     pub fn atp(&self) -> Option<&AtpAgent> {
         self.world.agent::<AtpAgent>(self.sender)
+    }
+
+    /// The endpoint's client and server agents, for [`Implementation::AtpEndpoint`].
+    pub fn endpoint(&self) -> Option<(&AtpClientAgent, &AtpServerAgent)> {
+        let w = &self.world;
+        Some((
+            w.agent::<AtpClientAgent>(self.sender)?,
+            w.agent::<AtpServerAgent>(self.receiver)?,
+        ))
     }
 }

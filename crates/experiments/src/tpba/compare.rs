@@ -251,8 +251,8 @@ pub fn run_all(
             let s = only(&p.scenario, &scheme);
             for seed in seeds {
                 let done = runs.len() as f64 / total;
-                // Every scheme meets the same TCP start times for a seed (flows starting at
-                // 0 s start within 500 ms).
+                // Every scheme meets the same start times for a seed (every flow starts
+                // within 500 ms of its time).
                 let mut s = s.clone();
                 jitter_starts(&mut s, *seed);
                 let r = crate::scenario_run::run(&s, *seed, progress, done, 1.0 / total)?;
@@ -278,7 +278,7 @@ fn report(
     let mut rep = Report::default();
     rep.text(format!(
         "Beyond papers/002 (§8): each media flow alone against the TCP flows of a path, {n_seeds} \
-         seed(s) (TCP starts within 500 ms, drawn from the seed); measured from {warmup_s} s to \
+         seed(s) (every start within 500 ms of its time, drawn from the seed); measured from {warmup_s} s to \
          the end, 1 s samples. media/TCP is the media flow's mean rate over the TCP flows' \
          mean (1 = TCP-friendly); Jain over all active flows; loss = share of the flow's \
          packets lost in the network; CoV and step = the media rate's coefficient of variation \

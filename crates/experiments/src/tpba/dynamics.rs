@@ -4,8 +4,9 @@
 //! over time (Figs. 11, 15, 18) and the ADU inter-arrival time `j_A` at the receiver around
 //! the switching points (Figs. 12, 16). Scenarios: `experiments/tpba/topology{1,2}.toml`.
 
-use super::{flow, json, kbps_series, mean, run, scenario, seeds};
+use super::{flow, jitter_starts, json, kbps_series, mean, run, scenario, seeds};
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::tpba::Period;
@@ -113,6 +114,10 @@ fn one(
     done: f64,
     share: f64,
 ) -> Result<DynamicsRun, ExpError> {
+    // Trials differ by when the flows were started by hand (each within 500 ms of its time).
+    let mut s = s.clone();
+    jitter_starts(&mut s, seed);
+    let s = &s;
     let (w, r) = run(s, seed, progress, done, share)?;
     let rates = ["flow1", "flow2", "flow3"]
         .iter()
@@ -140,6 +145,63 @@ fn std_dev(xs: &[f64]) -> f64 {
     mean(&xs.iter().map(|x| (x - m) * (x - m)).collect::<Vec<_>>()).sqrt()
 }
 
+/// The largest |j_A at a switch − mean of the five before it|, ms.
+fn largest_switch_jump_ms(x: &DynamicsRun) -> f64 {
+    let mut jump: f64 = 0.0;
+    for (i, j) in x.j_a.iter().enumerate().filter(|(_, j)| j.switch) {
+        let before: Vec<f64> = x.j_a[i.saturating_sub(5)..i]
+            .iter()
+            .map(|j| j.j_a_ms)
+            .collect();
+        if !before.is_empty() {
+            jump = jump.max((j.j_a_ms - mean(&before)).abs());
+        }
+    }
+    jump
+}
+
+/// `j_A`'s standard deviation in probing and in running periods, ms.
+fn j_a_std_ms(x: &DynamicsRun) -> (f64, f64) {
+    let probing: Vec<f64> = x.j_a.iter().filter(|j| j.tcp).map(|j| j.j_a_ms).collect();
+    let running: Vec<f64> = x.j_a.iter().filter(|j| !j.tcp).map(|j| j.j_a_ms).collect();
+    (std_dev(&probing), std_dev(&running))
+}
+
+/// Mean Jain's index over the samples ending in `(from, to]`.
+fn jain_between(x: &DynamicsRun, from: f64, to: f64) -> Vec<f64> {
+    x.fairness
+        .iter()
+        .filter(|p| p.0 > from && p.0 <= to)
+        .map(|p| p.1)
+        .collect()
+}
+
+/// Mean rate of flow `k` (0-based) over the samples ending in `(from, to]`, kbit/s.
+fn rate_between(x: &DynamicsRun, k: usize, from: f64, to: f64) -> f64 {
+    mean(
+        &x.rates_kbps[k]
+            .iter()
+            .filter(|p| p.0 > from && p.0 <= to)
+            .map(|p| p.1)
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// `mean ± half-width` of `f` over `runs`.
+fn over(runs: &[&DynamicsRun], decimals: usize, f: impl Fn(&DynamicsRun) -> Option<f64>) -> String {
+    let v: Vec<f64> = runs.iter().filter_map(|x| f(x)).collect();
+    if v.is_empty() {
+        return "-".into();
+    }
+    let s = Spread::of(&v);
+    let undefined = runs.len() - v.len();
+    if undefined > 0 {
+        format!("{} ({undefined} undefined)", s.fmt_with(decimals))
+    } else {
+        s.fmt_with(decimals)
+    }
+}
+
 /// `j_A` summary: mean/std in each period, and around switches.
 fn j_a_table(runs: &[DynamicsRun]) -> Table {
     let mut t = Table::new([
@@ -156,16 +218,7 @@ fn j_a_table(runs: &[DynamicsRun]) -> Table {
     for x in runs {
         let probing: Vec<f64> = x.j_a.iter().filter(|j| j.tcp).map(|j| j.j_a_ms).collect();
         let running: Vec<f64> = x.j_a.iter().filter(|j| !j.tcp).map(|j| j.j_a_ms).collect();
-        let mut jump: f64 = 0.0;
-        for (i, j) in x.j_a.iter().enumerate().filter(|(_, j)| j.switch) {
-            let before: Vec<f64> = x.j_a[i.saturating_sub(5)..i]
-                .iter()
-                .map(|j| j.j_a_ms)
-                .collect();
-            if !before.is_empty() {
-                jump = jump.max((j.j_a_ms - mean(&before)).abs());
-            }
-        }
+        let jump = largest_switch_jump_ms(x);
         t.row([
             x.adu.clone(),
             x.seed.to_string(),
@@ -192,7 +245,7 @@ impl Experiment for Dynamics {
 
     fn run(&self, opts: &ExpOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, ExpError> {
         let base = scenario(opts, self.file)?;
-        let seeds = seeds(opts, 1, 1);
+        let seeds = seeds(opts, 10, 2);
         let mut variants = vec![("ADU2", base.clone())];
         if self.adu1 {
             let mut s = base.clone();
@@ -212,17 +265,21 @@ impl Experiment for Dynamics {
             "papers/002 §6.1 ({}): flow 1 TCP 0-40 s, flow 2 TCP 10-25 s, flow 3 TPBA from 1 s \
              (T_running 10 s, T_adapt 3 s, T_rtcp 1 s, T_TCP 1 s, ε 30 kbit/s, R_f 3). Rates \
              averaged over S_average = 1 s at the receivers (flow 3: ADU bytes delivered on either \
-             path). The paper's figures are lost in the text; its sentences are quoted. Scenario: \
-             experiments/tpba/{}.",
+             path). The paper's figures are lost in the text; its sentences are quoted. {} \
+             trials (every start delayed by a draw in [0, 500 ms)); \"ours\" is the mean \
+             over them ± the half-width of its 95 % interval (Student's t), the time series are \
+             the first trial's. Scenario: experiments/tpba/{}.",
             base.description
                 .as_deref()
                 .unwrap_or("")
                 .lines()
                 .next()
                 .unwrap_or(""),
+            seeds.len(),
             self.file
         ));
-        for x in &runs {
+        let first_seed = seeds.first().copied();
+        for x in runs.iter().filter(|x| Some(x.seed) == first_seed) {
             let mut t = Table::new([
                 "time s",
                 "flow1 kbit/s",
@@ -282,79 +339,75 @@ impl Experiment for Dynamics {
             &format!("{}-ja-summary", self.name),
             j_a_table(&runs),
         );
-        // Paper vs ours, from the first ADU2 run.
-        let x = runs
-            .first()
-            .ok_or_else(|| ExpError::Input("no seeds to run".into()))?;
-        let jain_at = |from: f64, to: f64| -> Vec<f64> {
-            x.fairness
+        // Paper vs ours: every headline as a mean over the trials with its interval.
+        let adu2: Vec<&DynamicsRun> = runs.iter().filter(|x| x.adu == "ADU2").collect();
+        let min_jain = |x: &DynamicsRun| jain_between(x, 10.0, 14.0).into_iter().reduce(f64::min);
+        let probe_after_join = |x: &DynamicsRun| {
+            x.switches
                 .iter()
-                .filter(|p| p.0 > from && p.0 <= to)
-                .map(|p| p.1)
-                .collect()
+                .find(|s| s.to == Period::Probing && s.at_s > 10.0)
+                .map(|s| s.at_s)
         };
-        let min_after_join = jain_at(10.0, 14.0).into_iter().fold(1.0, f64::min);
-        let probe_after_join = x
-            .switches
-            .iter()
-            .find(|s| s.to == Period::Probing && s.at_s > 10.0)
-            .map_or("-".into(), |s| format!("{:.1} s", s.at_s));
-        let settled = mean(&jain_at(18.0, 25.0));
-        let r = |k: usize, a: f64, b: f64| {
-            mean(
-                &x.rates_kbps[k]
-                    .iter()
-                    .filter(|p| p.0 > a && p.0 <= b)
-                    .map(|p| p.1)
-                    .collect::<Vec<_>>(),
-            )
+        let mean_jain = |from: f64, to: f64| {
+            move |x: &DynamicsRun| {
+                let v = jain_between(x, from, to);
+                (!v.is_empty()).then(|| mean(&v))
+            }
         };
+        let jumps = over(&adu2, 0, |x| Some(largest_switch_jump_ms(x)));
+        let stds = format!(
+            "std of j_A {} ms probing vs {} running",
+            over(&adu2, 1, |x| Some(j_a_std_ms(x).0)),
+            over(&adu2, 1, |x| Some(j_a_std_ms(x).1))
+        );
         let mut pt = Table::new(["", "paper", "ours"]);
-        let ours = [
-            format!("min {min_after_join:.2} in 10-14 s"),
-            probe_after_join,
-            format!("mean {settled:.3} over 18-25 s"),
-            format!(
-                "flow 1 / flow 3: {:.0} / {:.0} kbit/s (26-30 s), {:.0} / {:.0} (35-40 s)",
-                r(0, 26.0, 30.0),
-                r(2, 26.0, 30.0),
-                r(0, 35.0, 40.0),
-                r(2, 35.0, 40.0)
-            ),
-        ];
+        let ours: Vec<String> = if self.adu1 {
+            let by_adu =
+                |adu: &str| -> Vec<&DynamicsRun> { runs.iter().filter(|x| x.adu == adu).collect() };
+            vec![
+                format!("mean {} over 5-40 s", over(&adu2, 3, mean_jain(5.0, 40.0))),
+                format!(
+                    "flow 3 {} kbit/s in 18-25 s (flow 2 active) vs {} in 35-40 s",
+                    over(&adu2, 0, |x| Some(rate_between(x, 2, 18.0, 25.0))),
+                    over(&adu2, 0, |x| Some(rate_between(x, 2, 35.0, 40.0)))
+                ),
+                format!("largest jump at a switch {jumps} ms; {stds}"),
+                ["ADU2", "ADU1"]
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "{a} flow 3 {} kbit/s",
+                            over(&by_adu(a), 0, |x| Some(rate_between(x, 2, 0.0, 40.0)))
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]
+        } else {
+            vec![
+                format!("min {} in 10-14 s", over(&adu2, 2, min_jain)),
+                format!("at {} s", over(&adu2, 1, probe_after_join)),
+                format!(
+                    "mean {} over 18-25 s",
+                    over(&adu2, 3, mean_jain(18.0, 25.0))
+                ),
+                format!(
+                    "flow 1 / flow 3: {} / {} kbit/s (26-30 s), {} / {} (35-40 s)",
+                    over(&adu2, 0, |x| Some(rate_between(x, 0, 26.0, 30.0))),
+                    over(&adu2, 0, |x| Some(rate_between(x, 2, 26.0, 30.0))),
+                    over(&adu2, 0, |x| Some(rate_between(x, 0, 35.0, 40.0))),
+                    over(&adu2, 0, |x| Some(rate_between(x, 2, 35.0, 40.0)))
+                ),
+                format!("largest jump at a switch {jumps} ms"),
+                stds,
+            ]
+        };
         for (i, (what, paper)) in self.paper.iter().enumerate() {
-            let o = if self.adu1 {
-                match i {
-                    0 => format!("mean {:.3} over 5-40 s", mean(&jain_at(5.0, 40.0))),
-                    1 => format!(
-                        "it does here: flow 3 {:.0} kbit/s in 18-25 s vs {:.0} in 35-40 s",
-                        r(2, 18.0, 25.0),
-                        r(2, 35.0, 40.0)
-                    ),
-                    2 => "see the j_A table (no loss in our run)".into(),
-                    _ => {
-                        let m: Vec<String> = runs
-                            .iter()
-                            .map(|x| {
-                                format!(
-                                    "{} flow 3 {:.0} kbit/s",
-                                    x.adu,
-                                    mean(&x.rates_kbps[2].iter().map(|p| p.1).collect::<Vec<_>>())
-                                )
-                            })
-                            .collect();
-                        m.join(", ")
-                    }
-                }
-            } else {
-                ours.get(i)
-                    .cloned()
-                    .unwrap_or_else(|| "see the j_A table".into())
-            };
+            let o = ours.get(i).cloned().unwrap_or_else(|| "-".into());
             pt.row([what.to_string(), paper.to_string(), o]);
         }
         report.table("paper vs ours", &format!("{}-summary", self.name), pt);
-        for x in &runs {
+        for x in runs.iter().filter(|x| Some(x.seed) == first_seed) {
             let adu = x.adu.to_lowercase();
             let labels = ["flow 1 (TCP)", "flow 2 (TCP)", "flow 3 (TPBA)"];
             let lines: Vec<(&str, Vec<(f64, f64)>)> = labels

@@ -4,8 +4,9 @@
 //! difference is not reduced but becomes slightly larger at the adaptation points."
 //! Scenario: `experiments/tpba/fig3-lda.toml`.
 
-use super::{flow, json, kbps_series, mean_kbps, run, scenario, seeds};
+use super::{flow, jitter_starts, json, kbps_series, mean_kbps, run, scenario, seeds};
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
 use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_sim::agents::lda::LdaSender;
@@ -39,11 +40,14 @@ impl Experiment for Fig3 {
 
     fn run(&self, opts: &ExpOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, ExpError> {
         let s = scenario(opts, "fig3-lda.toml")?;
-        let seeds = seeds(opts, 3, 1);
+        let seeds = seeds(opts, 10, 2);
         let mut runs = Vec::new();
         let mut first = None;
         for (k, seed) in seeds.iter().enumerate() {
             let n = seeds.len() as f64;
+            // Trials differ by when the flows were started by hand (each within 500 ms).
+            let mut s = s.clone();
+            jitter_starts(&mut s, *seed);
             let (w, r) = run(&s, *seed, progress, k as f64 / n, 1.0 / n)?;
             let end = s.duration.as_secs_f64();
             let mut m = [0.0; 3];
@@ -113,32 +117,35 @@ impl Experiment for Fig3 {
             ]);
         }
         report.table("mean rates 10-60 s, kbit/s", "fig3-runs", rt);
-        let lda_start = runs
-            .first()
-            .and_then(|x| x.lda_rate_kbps.first())
-            .map_or(0.0, |p| p.1);
-        let lda_end = runs
-            .first()
-            .and_then(|x| x.lda_rate_kbps.last())
-            .map_or(0.0, |p| p.1);
-        let mut pt = Table::new(["", "paper", "ours"]);
+        let ends = |x: &Fig3Run| Some((x.lda_rate_kbps.first()?.1, x.lda_rate_kbps.last()?.1));
+        let end_rates: Vec<f64> = runs.iter().filter_map(|x| Some(ends(x)?.1)).collect();
+        let growth: Vec<f64> = runs
+            .iter()
+            .filter_map(|x| ends(x).map(|(a, b)| b - a))
+            .collect();
+        let start = runs.iter().find_map(ends).map_or(0.0, |e| e.0);
+        let mut pt = Table::new(["", "paper", "ours (mean ± 95 % over seeds)"]);
         pt.row([
             "LDA rate vs fair share (400 kbit/s)".to_string(),
             "stays above: difference not reduced".to_string(),
-            format!("{lda_start:.0} -> {lda_end:.0} kbit/s"),
+            format!(
+                "{start:.0} -> {} kbit/s",
+                Spread::of(&end_rates).fmt_with(0)
+            ),
         ]);
         pt.row([
             "loss reported by RTCP RR".to_string(),
             "none".to_string(),
             format!(
-                "{} lossy adaptation points",
-                runs.iter().map(|x| x.lossy_adaptation_points).sum::<f64>()
+                "{} lossy adaptation points in {} runs",
+                runs.iter().map(|x| x.lossy_adaptation_points).sum::<f64>(),
+                runs.len()
             ),
         ]);
         pt.row([
             "difference at adaptation points".to_string(),
             "slightly larger".to_string(),
-            format!("+{:.1} kbit/s over the run", lda_end - lda_start),
+            format!("{} kbit/s over the run", Spread::of(&growth).fmt_with(1)),
         ]);
         report.table("Figure 3, paper vs ours", "fig3-summary", pt);
         let labels = ["flow 1 (TCP)", "flow 2 (TCP)", "flow 3 (LDA)"];

@@ -76,11 +76,15 @@ fn run(
 }
 
 /// The trials of §6 differ by when the flows were started (by hand in the paper): every flow
-/// the scenario starts at 0 s starts instead at a uniform draw in [0, 500 ms) from the seed.
+/// starts a uniform draw in [0, 500 ms) from the seed after the time the scenario gives it
+/// (its stop time, if any, stays).
 fn jitter_starts(s: &mut Scenario, seed: u64) {
     let mut rng = crate::rng::SplitMix::new(seed, 0x5450_4241);
-    for f in s.flows.iter_mut().filter(|f| f.start == Time::ZERO) {
-        f.start += Duration::from_millis(500).mul_f64(rng.unit());
+    for f in s.flows.iter_mut() {
+        let start = f.start + Duration::from_millis(500).mul_f64(rng.unit());
+        if start < f.stop {
+            f.start = start;
+        }
     }
 }
 

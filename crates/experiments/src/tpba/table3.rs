@@ -21,12 +21,15 @@
 
 use super::metrics::Stable;
 use super::{
-    flow, jitter_starts, json, kbps_series, mean, mean_from, run, scenario, seeds, settle_time,
+    flow, jitter_starts, json, kbps_series, mean_from, run, scenario, seeds, settle_time,
     tpba_switches,
 };
 use crate::report::plot::line_chart_of;
+use crate::report::spread::Spread;
 use crate::report::table::Table;
+use crate::rng::SplitMix;
 use crate::{ExpError, ExpOptions, Experiment, Report};
+use adaptnet_core::Time;
 use adaptnet_core::tpba::Period;
 use adaptnet_sim::agents::tpba::SwitchRecord;
 use adaptnet_sim::scenario::{FlowType, MediaFlow};
@@ -36,8 +39,18 @@ use std::time::Duration;
 /// `adaptnet exp tpba-table3`.
 pub struct Table3;
 
-/// When flow 2 joins (case a) or leaves (case b), s.
+/// When flow 2 joins (case a) or leaves (case b) in the paper, s.
 pub const CHANGE_S: f64 = 10.0;
+
+/// Each trial delays the change by a uniform draw in `[0, CHANGE_SPREAD_S)` from the seed:
+/// one running period (T_running = 10 s), so the change meets TPBA's probing cycle at every
+/// phase, as the paper's hand-started trials did. The time TPBA waits for its next probing
+/// period — most of T — depends on that phase; with the change at exactly 10 s every trial
+/// met the cycle at one phase.
+pub const CHANGE_SPREAD_S: f64 = 10.0;
+
+/// The run lasts this long after the change, s (the paper's runs: 40 s, 30 s after it).
+const AFTER_CHANGE_S: f64 = 30.0;
 
 /// Flow 3 is "stable at the new fair rate" within this fraction of it: about the 400 ms
 /// rate's granularity on the probing TCP (one 1460-byte segment in 400 ms is 29 kbit/s, 7 %
@@ -76,6 +89,8 @@ pub struct Table3Run {
     pub t_tcp_s: f64,
     /// Seed.
     pub seed: u64,
+    /// When flow 2 joined or left, s.
+    pub change_s: f64,
     /// The new fair share, kbit/s.
     pub fair_kbps: f64,
     /// Flow 3's mean rate after the change, kbit/s.
@@ -133,6 +148,26 @@ fn trial(
         }
     }
     jitter_starts(&mut s, seed);
+    let change_s = CHANGE_S + CHANGE_SPREAD_S * SplitMix::new(seed, 0x5441_4233).unit();
+    let at = Time::from_secs_f64(change_s);
+    let flow2 = s
+        .flows
+        .iter_mut()
+        .find(|f| f.name == "flow2")
+        .ok_or_else(|| ExpError::Input(format!("{file}: flow2 missing")))?;
+    if metric == "T_pr" {
+        flow2.start = at;
+    } else {
+        flow2.stop = at;
+    }
+    // The run lasts AFTER_CHANGE_S past the change; flows that ran to the scenario's end
+    // still do.
+    let end = at + Duration::from_secs_f64(AFTER_CHANGE_S);
+    let old_end = s.duration;
+    for f in s.flows.iter_mut().filter(|f| f.stop >= old_end) {
+        f.stop = end;
+    }
+    s.duration = end;
     let (w, r) = run(&s, seed, progress, done, share)?;
     let period = r.sample_period_s;
     let series = ["flow1", "flow2", "flow3"]
@@ -142,15 +177,15 @@ fn trial(
     let active_after: Vec<f64> = r
         .flows
         .iter()
-        .filter(|f| f.stop_s > CHANGE_S)
-        .map(|f| mean_from(&kbps_series(&r, f), CHANGE_S, period).unwrap_or(0.0))
+        .filter(|f| f.stop_s > change_s)
+        .map(|f| mean_from(&kbps_series(&r, f), change_s, period).unwrap_or(0.0))
         .collect();
     let fair_kbps = active_after.iter().sum::<f64>() / active_after.len().max(1) as f64;
     let f3 = series
         .get(2)
         .ok_or_else(|| ExpError::Input(format!("{file}: flow3 missing")))?;
     let switches = tpba_switches(&w, &s, "flow3")?;
-    let (wait_for_probing_s, probing_s) = probing_after(&switches, CHANGE_S);
+    let (wait_for_probing_s, probing_s) = probing_after(&switches, change_s);
     let settle_s = TOLERANCES
         .iter()
         .map(|z| {
@@ -158,19 +193,20 @@ fn trial(
                 target: fair_kbps,
                 tol: z * fair_kbps,
             };
-            settle_time(f3, CHANGE_S, period, at, HOLD_S)
+            settle_time(f3, change_s, period, at, HOLD_S)
         })
         .collect();
     let anywhere = Stable::Anywhere {
         tol_fraction: TOLERANCE,
     };
-    let steady_s = settle_time(f3, CHANGE_S, period, anywhere, HOLD_S);
+    let steady_s = settle_time(f3, change_s, period, anywhere, HOLD_S);
     let run = Table3Run {
         metric,
         t_tcp_s,
         seed,
+        change_s,
         fair_kbps,
-        flow3_after_kbps: mean_from(f3, CHANGE_S, period).unwrap_or(0.0),
+        flow3_after_kbps: mean_from(f3, change_s, period).unwrap_or(0.0),
         settle_s,
         steady_s,
         wait_for_probing_s,
@@ -186,12 +222,30 @@ fn fmt(x: Option<f64>) -> String {
 
 /// (max, mean, undefined count) of the defined values.
 fn max_mean(xs: &[Option<f64>]) -> (Option<f64>, Option<f64>, usize) {
+    let (mx, sp, missing) = max_spread(xs);
+    (mx, sp.map(|s| s.mean), missing)
+}
+
+/// (max, mean ± 95 % interval, undefined count) of the defined values.
+fn max_spread(xs: &[Option<f64>]) -> (Option<f64>, Option<Spread>, usize) {
     let v: Vec<f64> = xs.iter().flatten().copied().collect();
     let missing = xs.len() - v.len();
     if v.is_empty() {
         return (None, None, missing);
     }
-    (v.iter().copied().reduce(f64::max), Some(mean(&v)), missing)
+    (
+        v.iter().copied().reduce(f64::max),
+        Some(Spread::of(&v)),
+        missing,
+    )
+}
+
+/// `max / mean ± half-width`, `-` where undefined.
+fn fmt_spread(mx: Option<f64>, sp: Option<Spread>) -> String {
+    match sp {
+        Some(s) => format!("{} / {}", fmt(mx), s.fmt_with(1)),
+        None => "-".into(),
+    }
 }
 
 impl Experiment for Table3 {
@@ -212,13 +266,18 @@ impl Experiment for Table3 {
             "papers/002 §6.1, Table 3: Topology 1 (1.2 Mbit/s, 12 ms), ADU2, TPBA with \
              T_running = 10 s, ε = 30 kbit/s and T_TCP = 1 s (the paper's) or 0.5 s; {} trials \
              per case, rates every 400 ms. Case a: flows 1 (TCP) and 3 (TPBA) from 0 s, flow 2 \
-             (TCP) from {CHANGE_S} s; case b: flows 1-3 from 0 s, flow 2 stops at {CHANGE_S} s. \
-             Stable = flow 3's 400 ms rate within {:.0} % of the new fair share (the goodput of \
-             the flows active after the change over the rest of the run, divided by their \
-             number) for {HOLD_S} s; the paper does not define \"stable\" further (\"stable \
-             anywhere\": within {:.0} % of its own mean for {HOLD_S} s). TPBA does not \
-             react to the change before its next rate-probing period: the table shows the wait \
-             for it, its length, and T counted from its start.",
+             (TCP) from {CHANGE_S} s; case b: flows 1-3 from 0 s, flow 2 stops at {CHANGE_S} s; \
+             each trial delays the change by a draw in [0, {CHANGE_SPREAD_S} s) so that it meets \
+             TPBA's probing cycle at a random phase, as hand-started trials did. \
+             The paper does not define \"stable\"; three readings: (a) flow 3's 400 ms rate \
+             within {:.0} % of the new fair share (the goodput of the flows active after the \
+             change over the rest of the run, divided by their number) for {HOLD_S} s; (b) \
+             TPBA's own: the rate-probing period that follows the change ends and the flow \
+             runs on UDP at the rate it probed; (c) \"stable anywhere\": within {:.0} % of its \
+             own mean for {HOLD_S} s. TPBA does not react to the change before its next \
+             rate-probing period, so each reading is given from the change and from the start \
+             of that period. Cells: max / mean ± the half-width of the 95 % interval over the \
+             trials (Student's t).",
             seeds.len(),
             TOLERANCE * 100.0,
             TOLERANCE * 100.0
@@ -263,15 +322,14 @@ impl Experiment for Table3 {
         let mut t = Table::new([
             "",
             "T_TCP s",
-            "paper max s",
-            "paper avg s",
-            "ours max s",
-            "ours avg s",
-            "never stable",
+            "paper max / avg s",
+            "(a) at the new share, from the change: max / mean ± 95 % s",
+            "never",
+            "(a) from the start of probing",
+            "(b) probing ends, from the change",
+            "(b) from the start of probing",
+            "(c) stable anywhere, from the change",
             "wait for probing avg s",
-            "probing period avg s",
-            "from probing start: max / avg s",
-            "stable anywhere: max / avg s",
         ]);
         let mut sens = Table::new(["", "T_TCP s", "tolerance", "max s", "avg s", "never stable"]);
         for t_tcp_s in T_TCP_S {
@@ -285,10 +343,9 @@ impl Experiment for Table3 {
                         .map(|x| x.settle_s.get(k).copied().flatten())
                         .collect()
                 };
-                let (mx, avg, missing) = max_mean(&at(main));
+                let (mx, avg, missing) = max_spread(&at(main));
                 let (_, wait, _) =
                     max_mean(&rs.iter().map(|x| x.wait_for_probing_s).collect::<Vec<_>>());
-                let (_, probe, _) = max_mean(&rs.iter().map(|x| x.probing_s).collect::<Vec<_>>());
                 let from_probe: Vec<Option<f64>> = rs
                     .iter()
                     .map(|x| {
@@ -296,27 +353,31 @@ impl Experiment for Table3 {
                         Some(t - x.wait_for_probing_s?)
                     })
                     .collect();
-                let (pm, pa, _) = max_mean(&from_probe);
-                let (sm, sa, smiss) = max_mean(&rs.iter().map(|x| x.steady_s).collect::<Vec<_>>());
-                let paper = |v: f64| {
-                    if t_tcp_s == 1.0 {
-                        format!("{v:.1}")
-                    } else {
-                        "-".into()
-                    }
+                let (pm, pa, _) = max_spread(&from_probe);
+                let ends: Vec<Option<f64>> = rs
+                    .iter()
+                    .map(|x| Some(x.wait_for_probing_s? + x.probing_s?))
+                    .collect();
+                let (em, ea, _) = max_spread(&ends);
+                let (lm, la, _) = max_spread(&rs.iter().map(|x| x.probing_s).collect::<Vec<_>>());
+                let (sm, sa, smiss) =
+                    max_spread(&rs.iter().map(|x| x.steady_s).collect::<Vec<_>>());
+                let paper = if t_tcp_s == 1.0 {
+                    format!("{paper_max:.1} / {paper_avg:.1}")
+                } else {
+                    "-".into()
                 };
                 t.row([
                     metric.to_string(),
                     format!("{t_tcp_s}"),
-                    paper(paper_max),
-                    paper(paper_avg),
-                    fmt(mx),
-                    fmt(avg),
+                    paper,
+                    fmt_spread(mx, avg),
                     format!("{missing}/{}", rs.len()),
+                    fmt_spread(pm, pa),
+                    fmt_spread(em, ea),
+                    fmt_spread(lm, la),
+                    format!("{} ({smiss} never)", fmt_spread(sm, sa)),
                     fmt(wait),
-                    fmt(probe),
-                    format!("{} / {}", fmt(pm), fmt(pa)),
-                    format!("{} / {} ({smiss} never)", fmt(sm), fmt(sa)),
                 ]);
                 for (k, z) in TOLERANCES.iter().enumerate() {
                     let (mx, avg, missing) = max_mean(&at(k));
@@ -341,6 +402,7 @@ impl Experiment for Table3 {
             "case",
             "T_TCP s",
             "seed",
+            "change s",
             "fair kbit/s",
             "flow 3 after kbit/s",
             "T s",
@@ -353,6 +415,7 @@ impl Experiment for Table3 {
                 x.metric.to_string(),
                 format!("{}", x.t_tcp_s),
                 x.seed.to_string(),
+                format!("{:.1}", x.change_s),
                 format!("{:.0}", x.fair_kbps),
                 format!("{:.0}", x.flow3_after_kbps),
                 fmt(x.settle_s.get(main).copied().flatten()),

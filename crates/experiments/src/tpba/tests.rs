@@ -117,13 +117,18 @@ fn test_table3_tpba_reaches_the_new_rate_only_after_probing() {
         }
         let t = r["settle_s"][main].as_f64();
         let wait = r["wait_for_probing_s"].as_f64();
-        // The paper's parameters settle in every run: flow 3 ends at the new share.
-        let (Some(t), Some(wait)) = (t, wait) else {
-            panic!("no settling time or no probing after the change: {r}");
+        let Some(wait) = wait else {
+            panic!("no probing period after the change within the run: {r}");
         };
-        // TPBA never raises its rate while running and the change brings no loss: the new
-        // share is reached only through a rate-probing period.
-        assert!(t >= wait, "{r}");
+        match t {
+            // TPBA never raises its rate while running and the change brings no loss: the
+            // new share is reached only through a rate-probing period.
+            Some(t) => assert!(t >= wait, "{r}"),
+            // Only a change that falls inside a probing period can leave flow 3 off the new
+            // share: that period's samples straddle the change (the trials draw the change's
+            // phase against TPBA's cycle).
+            None => assert_eq!(wait, 0.0, "never settled after a change in running: {r}"),
+        }
         checked += 1;
     }
     assert_eq!(checked, 2, "one run per case");

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+pub mod flows;
+
 use adaptnet_linkemu::{EmulatedLink, EmulatorOptions, LinkEmuError};
 use adaptnet_sim::scenario::link_table::LinkPair;
 use std::sync::{Mutex, MutexGuard};
@@ -95,30 +97,13 @@ pub fn table(downlink: &str, uplink: &str) -> LinkPair {
 /// the far side to the emulated side for `seconds`: bytes the receiver read by then.
 pub fn kernel_tcp_goodput_bps(link: &EmulatedLink, cc: &'static str, seconds: f64) -> f64 {
     use std::io::{Read, Write};
-    use std::os::fd::AsRawFd;
     let far = std::net::SocketAddr::new(link.far_addr().into(), 5201);
     let listener = link
         .run_far(move || std::net::TcpListener::bind(far).expect("listen on the far side"))
         .expect("far side");
     let sender = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().expect("accept");
-        // TCP_CONGESTION on the sending socket (linux/tcp.h).
-        // SAFETY: setsockopt with a valid buffer and length.
-        let rc = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_TCP,
-                libc::TCP_CONGESTION,
-                cc.as_ptr().cast(),
-                cc.len() as libc::socklen_t,
-            )
-        };
-        assert_eq!(
-            rc,
-            0,
-            "TCP_CONGESTION {cc}: {}",
-            std::io::Error::last_os_error()
-        );
+        set_congestion(&s, cc);
         let chunk = vec![0x5a; 64 * 1024];
         let t0 = std::time::Instant::now();
         while t0.elapsed().as_secs_f64() < seconds + 1.0 {
@@ -213,4 +198,63 @@ pub fn stream_goodput_bps(link: &EmulatedLink, seconds: f64) -> f64 {
         writer.abort();
         got as f64 * 8.0 / seconds
     })
+}
+
+/// Emulator options with a namespace name no other test (of this or another checkout running
+/// at the same time) uses: `h-link-tests-WHAT-PID`. With `$ADAPTNET_LINKEMU_CAPTURE` set, each
+/// side's packets are written to `$ADAPTNET_LINKEMU_CAPTURE/WHAT/{emulated,far}.pcap`.
+pub fn named(what: &str) -> EmulatorOptions {
+    let capture_dir = std::env::var_os("ADAPTNET_LINKEMU_CAPTURE").map(|d| {
+        let dir = std::path::PathBuf::from(d).join(what);
+        std::fs::create_dir_all(&dir).expect("capture directory");
+        dir
+    });
+    EmulatorOptions {
+        name: Some(format!("h-link-tests-{what}-{}", std::process::id())),
+        capture_dir,
+        ..EmulatorOptions::default()
+    }
+}
+
+/// Sets the kernel's congestion control of `s` (`TCP_CONGESTION`, linux/tcp.h): `reno`,
+/// `cubic`, `bbr`.
+pub fn set_congestion(s: &std::net::TcpStream, cc: &str) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: setsockopt with a valid buffer and its length.
+    let rc = unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "TCP_CONGESTION {cc}: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Whether this kernel lets a socket use congestion control `cc` (root may load its module
+/// on the way): tried on a fresh, unconnected TCP socket.
+pub fn kernel_has(cc: &str) -> bool {
+    // SAFETY: a new socket, closed below; setsockopt with a valid buffer and its length.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            return false;
+        }
+        let rc = libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            cc.as_ptr().cast(),
+            cc.len() as libc::socklen_t,
+        );
+        libc::close(fd);
+        rc == 0
+    }
 }

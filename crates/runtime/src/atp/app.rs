@@ -1,14 +1,25 @@
 //! Every call the ATP driver makes into core's [`AtpConnection`] on the application's behalf —
-//! submit, cancel, defer, resume, re-prioritise, new timer, queues, bandwidth notifications,
-//! counters, the planning rate — in one place, so that a change of core's application API
-//! (an `AtpConnection::send/cancel/…` in place of reaching through its sender) changes this
-//! file only.
+//! send, the changes to a message, queues, bandwidth notifications, counters, the planning
+//! rate — through core's application API (`atp::endpoint`'s `app.rs`), in one place.
 
 use super::AtpConnectionStats;
+use crate::error::{ConnectionError, SendError};
 use crate::message::command::Control;
 use adaptnet_core::Time;
-use adaptnet_core::atp::endpoint::AtpConnection;
-use adaptnet_core::nai::{MessageId, NaiError, NotificationId, QueueId, SendOptions};
+use adaptnet_core::atp::endpoint::{AppError, AtpConnection, MessageControl};
+use adaptnet_core::nai::{MessageId, NotificationId, QueueId, SendOptions};
+
+/// Core's refusal in the runtime's vocabulary. The driver checks its own record of a closing
+/// connection first, so `Closing` here means core began the close (an idle timeout or the
+/// peer's CLOSE, whose event is on its way).
+fn refused(e: AppError) -> SendError {
+    match e {
+        AppError::Nai(e) => SendError::Nai(e),
+        AppError::Closing | AppError::UnknownConnection(_) => {
+            SendError::ConnectionLost(ConnectionError::LocallyClosed)
+        }
+    }
+}
 
 /// Submits a message with its bytes to `queue`.
 pub(super) fn submit(
@@ -17,8 +28,8 @@ pub(super) fn submit(
     queue: QueueId,
     data: Vec<u8>,
     opts: SendOptions,
-) -> Result<MessageId, NaiError> {
-    conn.sender_mut().submit_bytes(now, queue, data, opts)
+) -> Result<MessageId, SendError> {
+    conn.send(now, queue, data, opts).map_err(refused)
 }
 
 /// Applies a change to a live message.
@@ -27,20 +38,20 @@ pub(super) fn control(
     now: Time,
     id: MessageId,
     op: Control,
-) -> Result<(), NaiError> {
-    let nai = conn.sender_mut().nai_mut();
-    match op {
-        Control::Cancel => nai.cancel(now, id),
-        Control::Defer => nai.defer(now, id),
-        Control::Resume => nai.resume(now, id),
-        Control::Priority(p) => nai.set_priority(now, id, p),
-        Control::Timer(t) => nai.set_deadline(now, id, t.map(|t| now.saturating_add(t))),
-    }
+) -> Result<(), SendError> {
+    let op = match op {
+        Control::Cancel => MessageControl::Cancel,
+        Control::Defer => MessageControl::Defer,
+        Control::Resume => MessageControl::Resume,
+        Control::Priority(p) => MessageControl::Priority(p),
+        Control::Timer(t) => MessageControl::Timer(t),
+    };
+    conn.control(now, id, op).map_err(refused)
 }
 
 /// Creates another message queue.
-pub(super) fn create_queue(conn: &mut AtpConnection) -> Result<QueueId, NaiError> {
-    conn.sender_mut().nai_mut().create_queue()
+pub(super) fn create_queue(conn: &mut AtpConnection) -> Result<QueueId, SendError> {
+    conn.create_queue().map_err(refused)
 }
 
 /// Registers a bandwidth range (message bytes per second).
@@ -48,27 +59,25 @@ pub(super) fn register_bandwidth_range(
     conn: &mut AtpConnection,
     low: f64,
     high: f64,
-) -> Result<NotificationId, NaiError> {
-    conn.sender_mut()
-        .nai_mut()
-        .register_bandwidth_range(low, high)
+) -> Result<NotificationId, SendError> {
+    conn.register_bandwidth_range(low, high).map_err(refused)
 }
 
 /// The rate NAI plans with (message bytes per second).
 pub(super) fn planning_rate(conn: &AtpConnection) -> f64 {
-    conn.sender().planning_rate_bytes_per_s()
+    conn.bandwidth_bytes_per_s()
 }
 
 /// This side's counters.
 pub(super) fn stats(conn: &AtpConnection) -> AtpConnectionStats {
-    let tx = conn.sender();
+    let s = conn.stats();
     AtpConnectionStats {
-        spp: *tx.stats(),
-        srtt: tx.spp().rtt().srtt(),
-        pacing_bytes_per_s: tx.pacing_rate_bytes_per_s(),
-        packet_pairs: tx.packet_pairs(),
-        malformed: conn.malformed(),
-        control: tx.control().map(|c| super::ControlState {
+        spp: s.spp,
+        srtt: s.srtt,
+        pacing_bytes_per_s: s.pacing_bytes_per_s,
+        packet_pairs: s.packet_pairs,
+        malformed: s.malformed,
+        control: conn.sender().control().map(|c| super::ControlState {
             phase: c.phase(),
             bottleneck_bytes_per_s: c.bottleneck_bytes_per_s(),
             min_rtt: c.min_rtt(),

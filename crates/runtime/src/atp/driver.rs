@@ -180,14 +180,13 @@ impl AtpDriver {
                 let _ = reply.send(r);
             }
             ConnOp::Control { id, op, reply } => {
-                let _ = reply.send(app::control(conn, now, id, op).map_err(SendError::from));
+                let _ = reply.send(app::control(conn, now, id, op));
             }
             ConnOp::CreateQueue { reply } => {
-                let _ = reply.send(app::create_queue(conn).map_err(SendError::from));
+                let _ = reply.send(app::create_queue(conn));
             }
             ConnOp::RegisterBandwidthRange { low, high, reply } => {
-                let r = app::register_bandwidth_range(conn, low, high);
-                let _ = reply.send(r.map_err(SendError::from));
+                let _ = reply.send(app::register_bandwidth_range(conn, low, high));
             }
             ConnOp::Stats { reply } => {
                 let _ = reply.send(ConnectionStats::Atp(app::stats(conn)));

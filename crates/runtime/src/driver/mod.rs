@@ -197,6 +197,18 @@ impl Timekeeper {
     }
 }
 
+/// Starts `proto`'s loop ([`run`]) as a task on the current tokio runtime, on `clock`'s time.
+pub(crate) fn spawn<P: Protocol>(
+    proto: P,
+    clock: Clock,
+    commands: mpsc::Receiver<P::Command>,
+    shared: Arc<Shared>,
+    shutdown_timeout: Duration,
+) {
+    let time = Timekeeper::new(clock);
+    tokio::spawn(run(proto, time, commands, shared, shutdown_timeout));
+}
+
 /// Runs `proto` until the endpoint stops: the loop of the module docs. `shutdown_timeout`
 /// bounds how long a stopping endpoint waits for its CLOSEs to leave.
 pub(crate) async fn run<P: Protocol>(

@@ -6,29 +6,34 @@
 //! for minimum dwells):
 //!
 //! * [`netlink`]: the kernel's link notifications (`RTM_NEWLINK` on a `NETLINK_ROUTE`
-//!   socket), pushed the moment a link changes: availability, when [`EnvConfig::link_events`]
+//!   socket), pushed the moment a link changes: availability, when [`EnvOptions::link_events`]
 //!   is on (the default) and the socket opens;
-//! * [`linux::LinuxSource`], polled every [`EnvConfig::period`]: bandwidth and signal per
+//! * [`linux::LinuxSource`], polled every [`EnvOptions::period`]: bandwidth and signal per
 //!   interface, and availability whenever the netlink listener is not running (see [`linux`]
 //!   for exactly which files);
 //! * [`status`]: the authenticated status message over UDP (core's [`StatusVerifier`]),
-//!   when [`EnvConfig::status`] is set;
+//!   when [`EnvOptions::status`] is set;
 //! * and [`EnvMonitor::set_dev_param`] for values the host knows otherwise (cost, energy).
 //!
 //! Applications [`EnvMonitor::subscribe`] to `(device, parameter, levels)` and read
 //! [`Delivery`]s from an [`EventStream`]: bounded, a slow reader loses the oldest events and
 //! the next delivery says how many (core's `EventHub` semantics; the source never waits).
-//! Dropping the monitor stops its tasks; streams then end.
+//!
+//! # Lifecycle
+//! The monitor's tasks run on the caller's tokio runtime. [`EnvMonitor::close`] (or dropping
+//! the monitor) asks them to stop — each finishes what it is doing and returns, none is
+//! aborted — and ends every [`EventStream`] once its queued events are read;
+//! [`EnvMonitor::wait_idle`] returns when the tasks are gone.
 //!
 //! Every interface gets papers/001 Table 3's availability levels ([`table3_availability`]:
-//! low 10 "unavailable", high 20 "available") unless [`EnvConfig::default_watermarks`] says
+//! low 10 "unavailable", high 20 "available") unless [`EnvOptions::default_watermarks`] says
 //! otherwise, so a link going down or up is an event without further set-up.
 //!
 //! ```no_run
-//! use adaptnet_runtime::env::{EnvConfig, EnvMonitor};
+//! use adaptnet_runtime::env::{EnvOptions, EnvMonitor};
 //! use adaptnet_core::env::{LevelMask, Param};
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! let monitor = EnvMonitor::start(EnvConfig::default())?;
+//! let monitor = EnvMonitor::start(EnvOptions::default())?;
 //! let mut events = monitor.subscribe("eth0", Param::Availability, LevelMask::ALL)?;
 //! while let Some(d) = events.recv().await {
 //!     println!("{} {} = {} (lost before: {})", d.event.device, d.event.param, d.event.value, d.lost_before);
@@ -51,7 +56,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
 /// Shortest poll period accepted.
@@ -108,7 +113,7 @@ pub struct StatusConfig {
 
 /// How to start an [`EnvMonitor`].
 #[derive(Clone, Debug)]
-pub struct EnvConfig {
+pub struct EnvOptions {
     /// Interfaces to follow; empty: every interface under `paths.sys_class_net`.
     pub interfaces: Vec<String>,
     /// Poll period (at least [`MIN_PERIOD`]).
@@ -128,6 +133,9 @@ pub struct EnvConfig {
     pub link_events: bool,
 }
 
+/// The options' former name (before every protocol's options were called `…Options`).
+pub type EnvConfig = EnvOptions;
+
 /// papers/001 Table 3's availability levels: 0 low 10 ("device is unavailable"), 1 high 20
 /// ("device is available").
 pub fn table3_availability() -> Watermarks {
@@ -136,9 +144,9 @@ pub fn table3_availability() -> Watermarks {
         .unwrap_or_else(|_| Watermarks::none())
 }
 
-impl Default for EnvConfig {
+impl Default for EnvOptions {
     fn default() -> Self {
-        EnvConfig {
+        EnvOptions {
             interfaces: Vec::new(),
             period: DEFAULT_PERIOD,
             paths: SourcePaths::default(),
@@ -245,10 +253,13 @@ impl Shared {
 }
 
 /// Environment events on this host: a Linux source and a status receiver feeding a core
-/// [`EnvTable`], events to subscribers. Stops (tasks aborted, streams ended) when dropped.
+/// [`EnvTable`], events to subscribers. Closes (tasks stop, streams end) when dropped.
 pub struct EnvMonitor {
     shared: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
+    /// Tells the tasks to stop.
+    stop: watch::Sender<bool>,
+    /// The tasks, until [`EnvMonitor::wait_idle`] has seen them end.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
     status_addr: Option<SocketAddr>,
     queue_events: usize,
 }
@@ -256,7 +267,8 @@ pub struct EnvMonitor {
 impl EnvMonitor {
     /// Starts the poller (and the status receiver if configured). Must be called inside a
     /// tokio runtime; the first poll happens at once.
-    pub fn start(config: EnvConfig) -> Result<EnvMonitor, EnvMonitorError> {
+    pub fn start(config: EnvOptions) -> Result<EnvMonitor, EnvMonitorError> {
+        let (stop, stopped) = watch::channel(false);
         let handle =
             tokio::runtime::Handle::try_current().map_err(|_| EnvMonitorError::NoRuntime)?;
         if config.period < MIN_PERIOD {
@@ -292,7 +304,12 @@ impl EnvMonitor {
             }
             let socket = status::bind(sc.listen, &handle)?;
             status_addr = socket.local_addr().ok();
-            tasks.push(handle.spawn(status::receive(shared.clone(), socket, verifier)));
+            tasks.push(handle.spawn(status::receive(
+                shared.clone(),
+                socket,
+                verifier,
+                stopped.clone(),
+            )));
         }
         if config.link_events {
             let opened = {
@@ -306,16 +323,18 @@ impl EnvMonitor {
                         shared.clone(),
                         socket,
                         config.interfaces.clone(),
+                        stopped.clone(),
                     )));
                 }
                 Err(e) => tracing::warn!("rtnetlink unavailable ({e}); availability is polled"),
             }
         }
         let source = LinuxSource::new(config.paths.clone(), config.interfaces.clone());
-        tasks.push(handle.spawn(drive(shared.clone(), source, config.period)));
+        tasks.push(handle.spawn(drive(shared.clone(), source, config.period, stopped)));
         Ok(EnvMonitor {
             shared,
-            tasks,
+            stop,
+            tasks: Mutex::new(tasks),
             status_addr,
             queue_events: config.queue_events,
         })
@@ -416,22 +435,53 @@ impl EnvMonitor {
     }
 }
 
-impl Drop for EnvMonitor {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+impl EnvMonitor {
+    /// Stops the monitor: its tasks return, and every stream ends once its queued events
+    /// are read. [`EnvMonitor::wait_idle`] waits for the tasks.
+    pub fn close(&self) {
+        self.stop.send_replace(true);
         let mut st = self.shared.lock();
         st.stopped = true;
         for w in st.wakers.values() {
             w.notify_one();
         }
     }
+
+    /// Waits until every task of the monitor has returned (after [`EnvMonitor::close`]).
+    pub async fn wait_idle(&self) {
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in tasks {
+            // A task that panicked has ended all the same.
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for EnvMonitor {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// `f`'s output, or `None` once `stop` says the monitor is closing (or is gone).
+async fn until_stopped<F: std::future::Future>(
+    stop: &mut watch::Receiver<bool>,
+    f: F,
+) -> Option<F::Output> {
+    tokio::select! {
+        r = f => Some(r),
+        _ = stop.wait_for(|s| *s) => None,
+    }
 }
 
 /// The poller: reads the Linux source every `period`, commits dwells at the table's
 /// `poll_timeout`, publishes events.
-async fn drive(shared: Arc<Shared>, mut source: LinuxSource, period: Duration) {
+async fn drive(
+    shared: Arc<Shared>,
+    mut source: LinuxSource,
+    period: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
     let mut next_poll = Instant::now();
     loop {
         let now = Instant::now();
@@ -467,9 +517,14 @@ async fn drive(shared: Arc<Shared>, mut source: LinuxSource, period: Duration) {
                 .poll_timeout()
                 .map_or(next_poll, |t| st.clock.instant_of(t).min(next_poll))
         };
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline.into()) => {}
-            _ = shared.kick.notified() => {}
+        let wait = async {
+            tokio::select! {
+                _ = tokio::time::sleep_until(deadline.into()) => {}
+                _ = shared.kick.notified() => {}
+            }
+        };
+        if until_stopped(&mut stop, wait).await.is_none() {
+            return;
         }
     }
 }

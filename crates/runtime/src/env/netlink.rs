@@ -199,11 +199,19 @@ pub fn link_availability(info: &LinkInfo) -> f64 {
 }
 
 /// Reads notifications until the socket fails (then hands availability back to the poller)
-/// or the task is aborted. `interfaces`: the names to follow; empty: all.
-pub(super) async fn listen(shared: Arc<Shared>, mut socket: LinkSocket, interfaces: Vec<String>) {
+/// or the monitor closes. `interfaces`: the names to follow; empty: all.
+pub(super) async fn listen(
+    shared: Arc<Shared>,
+    mut socket: LinkSocket,
+    interfaces: Vec<String>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let mut buf = vec![0u8; RECV_BYTES];
     loop {
-        let (len, from) = match socket.recv(&mut buf).await {
+        let Some(received) = super::until_stopped(&mut stop, socket.recv(&mut buf)).await else {
+            return;
+        };
+        let (len, from) = match received {
             Ok(r) => r,
             Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => {
                 shared.lock().stats.link_overruns += 1;

@@ -30,15 +30,20 @@ pub(super) fn bind(
     UdpSocket::from_std(std_sock).map_err(err)
 }
 
-/// Receives, verifies and applies status messages until aborted.
+/// Receives, verifies and applies status messages until the monitor closes.
 pub(super) async fn receive(
     shared: Arc<Shared>,
     socket: UdpSocket,
     mut verifier: StatusVerifier<SocketAddr>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut buf = vec![0u8; MAX_DATAGRAM_BYTES];
     loop {
-        let (len, from) = match socket.recv_from(&mut buf).await {
+        let Some(received) = super::until_stopped(&mut stop, socket.recv_from(&mut buf)).await
+        else {
+            return;
+        };
+        let (len, from) = match received {
             Ok(r) => r,
             Err(e) => {
                 // ICMP errors surface here on some systems; keep receiving.

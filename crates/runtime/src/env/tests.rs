@@ -60,7 +60,7 @@ async fn test_status_right_key_changes_param_wrong_key_and_replay_rejected() {
         .await
         .expect("sender socket");
     let peer = sender.local_addr().expect("addr");
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec!["lo".into()],
         status: Some(StatusConfig {
             listen: "127.0.0.1:0".parse().expect("addr"),
@@ -70,7 +70,7 @@ async fn test_status_right_key_changes_param_wrong_key_and_replay_rejected() {
                 key: key(1),
             }],
         }),
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     let to = monitor.status_addr().expect("status receiver bound");
@@ -128,17 +128,21 @@ async fn test_status_right_key_changes_param_wrong_key_and_replay_rejected() {
     assert_eq!(monitor.stats().status_accepted, 2);
 }
 
-#[tokio::test]
-async fn test_unconfigured_peer_is_rejected() {
-    let config = EnvConfig {
+/// `lo` followed, and a status receiver that accepts no peer.
+fn lo_with_status_of_nobody() -> EnvOptions {
+    EnvOptions {
         interfaces: vec!["lo".into()],
         status: Some(StatusConfig {
             listen: "127.0.0.1:0".parse().expect("addr"),
             peers: Vec::new(),
         }),
-        ..EnvConfig::default()
-    };
-    let monitor = EnvMonitor::start(config).expect("start");
+        ..EnvOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn test_unconfigured_peer_is_rejected() {
+    let monitor = EnvMonitor::start(lo_with_status_of_nobody()).expect("start");
     let to = monitor.status_addr().expect("bound");
     let sender = tokio::net::UdpSocket::bind("127.0.0.1:0")
         .await
@@ -155,10 +159,10 @@ async fn test_unconfigured_peer_is_rejected() {
 
 #[tokio::test]
 async fn test_lo_reports_availability_and_bandwidth() {
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec!["lo".into()],
         period: Duration::from_millis(50),
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     assert!(
@@ -175,10 +179,10 @@ async fn test_lo_reports_availability_and_bandwidth() {
 /// poller (a minute away after its first read) leaves availability to it.
 #[tokio::test]
 async fn test_rtnetlink_dump_gives_lo_availability() {
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec!["lo".into()],
         period: Duration::from_secs(60),
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     let stats = monitor.stats();
@@ -205,10 +209,10 @@ async fn test_rtnetlink_dump_gives_lo_availability() {
 /// `adaptnet events` printed no availability event.
 #[tokio::test]
 async fn test_levels_for_one_param_keep_the_default_availability_levels() {
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec!["lo".into()],
         link_events: false,
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     monitor
@@ -229,10 +233,10 @@ async fn test_levels_for_one_param_keep_the_default_availability_levels() {
 
 #[tokio::test]
 async fn test_slow_subscriber_loses_oldest_and_is_told() {
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec!["lo".into()],
         queue_events: 2,
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     monitor
@@ -260,7 +264,7 @@ async fn test_slow_subscriber_loses_oldest_and_is_told() {
 #[test]
 fn test_start_outside_runtime_and_short_period_are_errors() {
     assert!(matches!(
-        EnvMonitor::start(EnvConfig::default()),
+        EnvMonitor::start(EnvOptions::default()),
         Err(EnvMonitorError::NoRuntime)
     ));
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -268,9 +272,9 @@ fn test_start_outside_runtime_and_short_period_are_errors() {
         .build()
         .expect("runtime");
     let _g = rt.enter();
-    let short = EnvConfig {
+    let short = EnvOptions {
         period: Duration::from_millis(1),
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     assert!(matches!(
         EnvMonitor::start(short),
@@ -347,11 +351,11 @@ async fn test_veth_down_and_up_are_polled_availability_events_within_2s() {
             return;
         }
     };
-    let config = EnvConfig {
+    let config = EnvOptions {
         interfaces: vec![veth.a.clone()],
         period: Duration::from_millis(100),
         link_events: false,
-        ..EnvConfig::default()
+        ..EnvOptions::default()
     };
     let monitor = EnvMonitor::start(config).expect("start");
     let mut events = monitor
@@ -384,4 +388,33 @@ async fn test_veth_down_and_up_are_polled_availability_events_within_2s() {
     assert_eq!(d.event.value, AVAILABLE);
     assert_eq!(d.event.violated, LevelMask::of(&[1]), "high 20: available");
     assert_eq!(d.event.cleared, LevelMask::of(&[0]));
+}
+
+/// `close` stops every task (the poller, the status receiver, the netlink listener) and
+/// `wait_idle` returns; a subscriber reads what was queued, then its stream ends.
+#[tokio::test]
+async fn test_close_stops_every_task_and_ends_streams() {
+    let monitor = EnvMonitor::start(lo_with_status_of_nobody()).expect("start");
+    let mut events = monitor
+        .subscribe("eth-test", Param::Cost, LevelMask::ALL)
+        .expect("subscribe");
+    monitor
+        .set_watermarks(
+            "eth-test",
+            Param::Cost,
+            Watermarks::new(vec![Level::high(5.0)]).expect("levels"),
+        )
+        .expect("levels");
+    for cost in [1.0, 10.0] {
+        monitor
+            .set_dev_param("eth-test", Param::Cost, cost)
+            .expect("set");
+    }
+    monitor.close();
+    tokio::time::timeout(WAIT, monitor.wait_idle())
+        .await
+        .expect("every task returned");
+    assert!(events.recv().await.is_some(), "the queued event is kept");
+    let end = tokio::time::timeout(WAIT, events.recv()).await;
+    assert!(matches!(end, Ok(None)), "the stream ends: {end:?}");
 }

@@ -27,6 +27,8 @@ struct Inner {
     transport: Transport,
     /// A baseline client's TCP connections per peer; `None` for ATP (one handshake).
     tcp_connections: Option<usize>,
+    /// A baseline client's kernel congestion control (`None`: the host's default).
+    tcp_congestion: Option<String>,
     driver: Arc<driver::Shared>,
 }
 
@@ -142,6 +144,10 @@ impl Endpoint {
             local_addr,
             transport: options.transport(),
             tcp_connections,
+            tcp_congestion: match &options.transport {
+                TransportOptions::Baseline(b) => b.congestion.clone(),
+                TransportOptions::Atp(_) => None,
+            },
             driver: shared,
         }));
         let wiring = Wiring {
@@ -189,7 +195,9 @@ impl Endpoint {
             }
             Some(n) => {
                 let from = SocketAddr::new(self.0.local_addr.ip(), 0);
-                let streams = crate::naitcp::open_streams(from, peer, n).await?;
+                let streams =
+                    crate::naitcp::open_streams(from, peer, n, self.0.tcp_congestion.as_deref())
+                        .await?;
                 self.request(|reply| Command::Adopt {
                     peer,
                     streams,

@@ -38,6 +38,9 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// Reads per connection per wake-up (bounds one unit of work).
 const READS_PER_WAKE: usize = 4;
+/// Connections taken from the listener per wake-up (a flood of connections is served in
+/// batches, between which established connections are read).
+const ACCEPTS_PER_WAKE: usize = 32;
 /// Acknowledgement bytes a receiver holds for a peer that does not read them before it
 /// stops reading that peer's records.
 const MAX_PENDING_ACK_BYTES: usize = 64 << 10;
@@ -52,7 +55,13 @@ enum Role {
         draining_until: Option<Time>,
     },
     /// A server's accepted TCP connection: records in, acknowledgement bytes out.
-    Receiver { rx: RecordReceiver, link: Link },
+    Receiver {
+        rx: RecordReceiver,
+        link: Link,
+        /// When the peer last sent something, or the application last held its reading
+        /// back: the idle timeout runs from here.
+        last_heard: Time,
+    },
 }
 
 struct Conn {
@@ -65,6 +74,10 @@ pub(super) struct BaselineDriver {
     /// A connection (or a failure) the listener produced while the loop waited.
     accepted: Option<io::Result<(TcpStream, SocketAddr)>>,
     accept_paused_until: Option<Time>,
+    /// Accept failures since the last success (logged once per streak, not per failure).
+    accept_failures: u64,
+    /// Accepted connections open (the receivers), bounded by `options.max_connections`.
+    receivers: usize,
     conns: BTreeMap<u64, Conn>,
     next_id: u64,
     incoming: mpsc::Sender<Connection>,
@@ -92,6 +105,8 @@ impl BaselineDriver {
             listener,
             accepted: None,
             accept_paused_until: None,
+            accept_failures: 0,
+            receivers: 0,
             conns: BTreeMap::new(),
             next_id: 0,
             incoming,
@@ -129,8 +144,53 @@ impl BaselineDriver {
         Poll::Pending
     }
 
-    fn accept(&mut self, stream: TcpStream, peer: SocketAddr) {
+    /// What the listener gave: a connection to take (or refuse), or a failure to back off
+    /// from. Then takes what else is waiting, a batch at most.
+    fn handle_accepted(&mut self, now: Time, first: io::Result<(TcpStream, SocketAddr)>) {
+        let mut next = Some(first);
+        let mut taken = 0;
+        while let Some(r) = next.take() {
+            match r {
+                Ok((stream, peer)) => {
+                    if self.accept_failures > 0 {
+                        tracing::warn!(
+                            failures = self.accept_failures,
+                            "accepting TCP connections again"
+                        );
+                        self.accept_failures = 0;
+                    }
+                    self.accept(now, stream, peer);
+                }
+                Err(e) => {
+                    // Out of descriptors, most likely (EMFILE/ENFILE): the connection waits in
+                    // the backlog. Pause rather than spin, say so once, and keep accepting.
+                    if self.accept_failures == 0 {
+                        tracing::warn!(error = %e, "accepting a TCP connection failed; pausing and retrying");
+                    }
+                    self.accept_failures += 1;
+                    self.accept_paused_until = Some(now + ACCEPT_BACKOFF);
+                    return;
+                }
+            }
+            taken += 1;
+            if taken < ACCEPTS_PER_WAKE
+                && let Some(listener) = &self.listener
+                && let Poll::Ready(r) =
+                    listener.poll_accept(&mut Context::from_waker(std::task::Waker::noop()))
+            {
+                next = Some(r);
+            }
+        }
+    }
+
+    fn accept(&mut self, now: Time, stream: TcpStream, peer: SocketAddr) {
         if self.stopping {
+            return;
+        }
+        if self.receivers >= self.options.max_connections {
+            // Dropping the stream closes it: the peer learns at once, and it costs nothing.
+            self.refused += 1;
+            tracing::debug!(%peer, limit = self.options.max_connections, "connection refused: at the limit");
             return;
         }
         let _ = stream.set_nodelay(true);
@@ -142,10 +202,15 @@ impl BaselineDriver {
         self.conns.insert(
             id,
             Conn {
-                role: Role::Receiver { rx, link },
+                role: Role::Receiver {
+                    rx,
+                    link,
+                    last_heard: now,
+                },
                 port,
             },
         );
+        self.receivers += 1;
         if self.incoming.try_send(conn).is_err() {
             // Accept queue full or nobody accepts: refuse (the stream closes).
             self.refused += 1;
@@ -186,9 +251,11 @@ impl BaselineDriver {
         };
         let r = match &mut conn.role {
             Role::Sender { sender, links, .. } => read_acks(now, sender, links, &mut self.buf),
-            Role::Receiver { rx, link } => {
-                read_records(now, rx, link, &mut conn.port, &mut self.buf)
-            }
+            Role::Receiver {
+                rx,
+                link,
+                last_heard,
+            } => read_records(now, rx, link, last_heard, &mut conn.port, &mut self.buf),
         };
         if let Err(why) = r {
             self.end(id, why);
@@ -256,11 +323,14 @@ impl BaselineDriver {
         let Some(mut conn) = self.conns.remove(&id) else {
             return;
         };
-        if let Role::Sender { sender, .. } = &mut conn.role {
-            sender.abandon_all();
-            while let Some(ev) = sender.poll_event() {
-                conn.port.nai_event(ev);
+        match &mut conn.role {
+            Role::Sender { sender, .. } => {
+                sender.abandon_all();
+                while let Some(ev) = sender.poll_event() {
+                    conn.port.nai_event(ev);
+                }
             }
+            Role::Receiver { .. } => self.receivers = self.receivers.saturating_sub(1),
         }
         let why = conn.port.closing().cloned().unwrap_or(why);
         conn.port.end(why);
@@ -352,16 +422,19 @@ fn read_acks(
 
 /// Records from the client while the application has room: whole messages to the inbox, one
 /// acknowledgement byte each queued for the client (papers/000 §5.2). A record that does not
-/// parse, or the client's end of stream, ends the connection.
+/// parse, or the client's end of stream, ends the connection. `last_heard` moves on with
+/// every byte, and while this side holds reading back (the peer is then not idle).
 fn read_records(
     now: Time,
     rx: &mut RecordReceiver,
     link: &mut Link,
+    last_heard: &mut Time,
     port: &mut Port,
     buf: &mut [u8],
 ) -> Result<(), ConnectionError> {
     for _ in 0..READS_PER_WAKE {
         if !receiving(port, link) {
+            *last_heard = now;
             break;
         }
         let n = match link.read(buf).map_err(ConnectionError::from_io)? {
@@ -369,6 +442,7 @@ fn read_records(
             Some(0) => return Err(ConnectionError::ClosedByPeer(CloseReason::Application)),
             Some(n) => n,
         };
+        *last_heard = now;
         let parsed = rx.handle_bytes(now, buf.get(..n).unwrap_or_default());
         // Messages completed before a corrupt record still reach the application.
         while let Some(ev) = rx.poll_event() {
@@ -424,14 +498,8 @@ impl Protocol for BaselineDriver {
     fn handle_io(&mut self, time: &mut Timekeeper) -> io::Result<()> {
         let now = time.now();
         self.last_now = now;
-        match self.accepted.take() {
-            Some(Ok((stream, peer))) => self.accept(stream, peer),
-            Some(Err(e)) => {
-                // Out of descriptors, most likely: pause, say so, and keep accepting after.
-                tracing::warn!(error = %e, "accepting a TCP connection failed; pausing");
-                self.accept_paused_until = Some(now + ACCEPT_BACKOFF);
-            }
-            None => {}
+        if let Some(r) = self.accepted.take() {
+            self.handle_accepted(now, r);
         }
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
@@ -473,19 +541,25 @@ impl Protocol for BaselineDriver {
         let mut next = self.accept_paused_until;
         let mut at = |t: Time| next = Some(next.map_or(t, |n| n.min(t)));
         for conn in self.conns.values() {
-            if let Role::Sender {
-                sender,
-                draining_until,
-                ..
-            } = &conn.role
-            {
-                sender
-                    .poll_timeout()
-                    .into_iter()
-                    .chain(*draining_until)
-                    .for_each(&mut at);
-                if sender.live_messages() > 0 {
-                    at(self.last_now + ROOM_POLL);
+            match &conn.role {
+                Role::Sender {
+                    sender,
+                    draining_until,
+                    ..
+                } => {
+                    sender
+                        .poll_timeout()
+                        .into_iter()
+                        .chain(*draining_until)
+                        .for_each(&mut at);
+                    if sender.live_messages() > 0 {
+                        at(self.last_now + ROOM_POLL);
+                    }
+                }
+                Role::Receiver { last_heard, .. } => {
+                    if let Some(idle) = self.options.idle_timeout {
+                        at(*last_heard + idle);
+                    }
                 }
             }
         }
@@ -497,12 +571,27 @@ impl Protocol for BaselineDriver {
         if self.accept_paused_until.is_some_and(|t| t <= now) {
             self.accept_paused_until = None;
         }
-        for conn in self.conns.values_mut() {
-            if let Role::Sender { sender, .. } = &mut conn.role
-                && sender.poll_timeout().is_some_and(|t| t <= now)
-            {
-                sender.handle_timeout(now);
+        let mut idle = Vec::new();
+        for (&id, conn) in &mut self.conns {
+            match &mut conn.role {
+                Role::Sender { sender, .. } => {
+                    if sender.poll_timeout().is_some_and(|t| t <= now) {
+                        sender.handle_timeout(now);
+                    }
+                }
+                Role::Receiver { last_heard, .. } => {
+                    if self
+                        .options
+                        .idle_timeout
+                        .is_some_and(|d| now >= *last_heard + d)
+                    {
+                        idle.push(id);
+                    }
+                }
             }
+        }
+        for id in idle {
+            self.end(id, ConnectionError::TimedOut);
         }
     }
 

@@ -1,6 +1,6 @@
-//! One kernel TCP connection as the baseline driver uses it: non-blocking reads, and the
-//! bytes core gave it to write (one record, or acknowledgement bytes) until the socket has
-//! taken them — a full socket never blocks the driver.
+//! One kernel TCP connection as a driver uses it (the baselines, TPBA's sender): non-blocking
+//! reads, and the bytes core gave it to write (one record, acknowledgement bytes, a TPBA
+//! transmit) until the socket has taken them — a full socket never blocks the driver.
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 use tokio::net::TcpStream;
 
 #[derive(Debug)]
-pub(super) struct Link {
+pub(crate) struct Link {
     stream: TcpStream,
     /// Bytes to write; the first `written` of them have been.
     out: Vec<u8>,
@@ -16,7 +16,7 @@ pub(super) struct Link {
 }
 
 impl Link {
-    pub(super) fn new(stream: TcpStream) -> Link {
+    pub(crate) fn new(stream: TcpStream) -> Link {
         Link {
             stream,
             out: Vec::new(),
@@ -24,17 +24,22 @@ impl Link {
         }
     }
 
-    pub(super) fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.stream.as_raw_fd()
     }
 
+    /// Sets `TCP_NODELAY` (Nagle off when `on`).
+    pub(crate) fn set_nodelay(&self, on: bool) -> io::Result<()> {
+        self.stream.set_nodelay(on)
+    }
+
     /// Bytes waiting for the socket.
-    pub(super) fn pending_bytes(&self) -> usize {
+    pub(crate) fn pending_bytes(&self) -> usize {
         self.out.len() - self.written
     }
 
     /// Ready when the socket may be read (if `read`) or may take pending bytes.
-    pub(super) fn poll_ready(&self, cx: &mut Context<'_>, read: bool) -> Poll<()> {
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>, read: bool) -> Poll<()> {
         if read && self.stream.poll_read_ready(cx).is_ready() {
             return Poll::Ready(());
         }
@@ -46,7 +51,7 @@ impl Link {
 
     /// Reads what is waiting into `buf`: `Some(0)` at the peer's end of stream, `None` when
     /// nothing is waiting.
-    pub(super) fn read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+    pub(crate) fn read(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
         match self.stream.try_read(buf) {
             Ok(n) => Ok(Some(n)),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
@@ -55,7 +60,7 @@ impl Link {
     }
 
     /// The buffer for the next bytes to write (cleared), once the last ones are written.
-    pub(super) fn next_out(&mut self) -> Option<&mut Vec<u8>> {
+    pub(crate) fn next_out(&mut self) -> Option<&mut Vec<u8>> {
         if self.pending_bytes() > 0 {
             return None;
         }
@@ -65,7 +70,7 @@ impl Link {
     }
 
     /// Appends bytes to write.
-    pub(super) fn queue(&mut self, bytes: impl IntoIterator<Item = u8>) {
+    pub(crate) fn queue(&mut self, bytes: impl IntoIterator<Item = u8>) {
         if self.pending_bytes() == 0 {
             self.out.clear();
             self.written = 0;
@@ -74,7 +79,7 @@ impl Link {
     }
 
     /// Writes pending bytes until the socket is full; returns whether all are written.
-    pub(super) fn write_pending(&mut self) -> io::Result<bool> {
+    pub(crate) fn write_pending(&mut self) -> io::Result<bool> {
         while let Some(rest) = self.out.get(self.written..).filter(|r| !r.is_empty()) {
             match self.stream.try_write(rest) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),

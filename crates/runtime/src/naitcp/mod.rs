@@ -20,12 +20,18 @@
 //! so a slow reader slows the sender through TCP's own flow control; the bounds are passed
 //! by at most what one read of [`READ_CHUNK_BYTES`] completes.
 //!
+//! A server outlasts careless and hostile peers: it holds at most
+//! [`BaselineOptions::max_connections`] accepted connections, closes one that stays silent for
+//! [`BaselineOptions::idle_timeout`], reads every connection through one shared buffer (an
+//! idle connection costs no buffer), and when accepting fails — out of file descriptors,
+//! most often — it logs the error, pauses briefly and keeps accepting.
+//!
 //! A connection that breaks (the peer closed, reset, vanished) ends with its
 //! [`ConnectionError`](crate::error::ConnectionError), and every live message with
 //! `Abandoned`: the client learns a dead server from its acknowledgement stream.
 
 mod driver;
-mod link;
+pub(crate) mod link;
 
 use crate::error::ConnectError;
 use crate::message::{Endpoint, EndpointOptions, Transport, TransportOptions};
@@ -37,8 +43,12 @@ use std::net::SocketAddr;
 /// connection as a protocol violation.
 pub const MAX_MESSAGE_BYTES: u64 = 64 << 20;
 /// Most bytes read from one TCP connection in one read (and so what one read can add past
-/// the receiver's bounds).
+/// the receiver's bounds). One buffer of this size serves every connection of an endpoint.
 pub const READ_CHUNK_BYTES: usize = 64 << 10;
+/// Accepted connections a server holds at once by default.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// How long, by default, a server keeps an accepted connection that sends nothing.
+pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A baseline's own settings of an endpoint.
 #[derive(Clone, Debug)]
@@ -49,6 +59,18 @@ pub struct BaselineOptions {
     pub config: BaselineConfig,
     /// Largest message the receiver reassembles, bytes.
     pub max_message_bytes: u64,
+    /// A server's accepted TCP connections held at once; a connection beyond is accepted and
+    /// closed at once (counted in [`EndpointStats::refused`](crate::message::EndpointStats::refused)),
+    /// so a flood of connections costs descriptors only briefly and never memory.
+    pub max_connections: usize,
+    /// A server closes an accepted connection from which nothing arrived for this long
+    /// (while the application had room to take more: a slow reader is not an idle peer).
+    /// `None`: never.
+    pub idle_timeout: Option<std::time::Duration>,
+    /// The kernel congestion control a client's TCP connections run (`TCP_CONGESTION`:
+    /// `cubic`, `reno`, `bbr` …); `None`: the host's default
+    /// ([`crate::tcpinfo::congestion_control`] of a new socket tells which).
+    pub congestion: Option<String>,
 }
 
 impl BaselineOptions {
@@ -59,6 +81,9 @@ impl BaselineOptions {
         BaselineOptions {
             config: BaselineConfig::new(kind, NaiConfig::default().levels),
             max_message_bytes: MAX_MESSAGE_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            congestion: None,
         }
     }
 }
@@ -96,11 +121,13 @@ pub(crate) fn start(
 }
 
 /// Opens `n` TCP connections from `from` to `peer`, with Nagle off (a record leaves when
-/// written, as the paper's blocking sends did).
+/// written, as the paper's blocking sends did), running congestion control `congestion`
+/// (`None`: the host's default).
 pub(crate) async fn open_streams(
     from: SocketAddr,
     peer: SocketAddr,
     n: usize,
+    congestion: Option<&str>,
 ) -> Result<Vec<tokio::net::TcpStream>, ConnectError> {
     let mut streams = Vec::with_capacity(n);
     for _ in 0..n {
@@ -110,6 +137,15 @@ pub(crate) async fn open_streams(
             tokio::net::TcpSocket::new_v6()
         };
         let socket = socket.map_err(|source| ConnectError::Io { peer, source })?;
+        if let Some(cc) = congestion {
+            use std::os::fd::AsRawFd;
+            crate::tcpinfo::set_congestion_control(socket.as_raw_fd(), cc).map_err(|e| {
+                ConnectError::Io {
+                    peer,
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+                }
+            })?;
+        }
         if !from.ip().is_unspecified() {
             socket
                 .bind(from)

@@ -464,15 +464,3 @@ impl Drop for StreamConn {
         self.kick.notify_one();
     }
 }
-
-/// Jain's fairness index of `rates` (1 = perfectly fair; 1/n = one takes all).
-pub fn jain_index(rates: &[f64]) -> f64 {
-    let sum: f64 = rates.iter().sum();
-    let sq: f64 = rates.iter().map(|r| r * r).sum();
-    if rates.is_empty() || sq == 0.0 {
-        return 1.0;
-    }
-    #[allow(clippy::cast_precision_loss, reason = "a handful of flows")]
-    let n = rates.len() as f64;
-    sum * sum / (n * sq)
-}

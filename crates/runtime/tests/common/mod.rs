@@ -1,11 +1,11 @@
 //! The namespace link shared by the runtime's two-host tests: the runtime's
-//! [`adaptnet_runtime::netns::NetnsLink`] (a veth pair between the root namespace and a new
+//! [`adaptnet_testbed::netns::NetnsLink`] (a veth pair between the root namespace and a new
 //! one, shaped with `tbf`, removed on drop), with a test's way of failing: skip loudly where
 //! the machine cannot (not root, no iproute2), except under `CI=true`, and panic on errors.
 
 #![allow(dead_code)] // each test file uses a different part
 
-use adaptnet_runtime::netns::{self, NetnsError, NetnsLink};
+use adaptnet_testbed::netns::{self, NetnsError, NetnsLink};
 use std::net::{SocketAddr, UdpSocket};
 
 /// Runs a command; returns whether it succeeded (stderr shown on failure).

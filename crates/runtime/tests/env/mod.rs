@@ -8,7 +8,7 @@
 use crate::common::{Link, sh};
 use adaptnet_core::env::{Delivery, LevelMask, Param};
 use adaptnet_runtime::env::linux::{AVAILABLE, UNAVAILABLE};
-use adaptnet_runtime::env::{EnvConfig, EnvMonitor, MonitorStats};
+use adaptnet_runtime::env::{EnvMonitor, EnvOptions, MonitorStats};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -37,10 +37,10 @@ fn monitor_inside(
             let _ = tx.send(Report::Failed(m));
             None
         };
-        let config = EnvConfig {
+        let config = EnvOptions {
             interfaces: vec![peer.clone()],
             period: Duration::from_secs(60),
-            ..EnvConfig::default()
+            ..EnvOptions::default()
         };
         let monitor = match EnvMonitor::start(config) {
             Ok(m) => m,

@@ -17,7 +17,7 @@ use crate::agent::Agent;
 use crate::packet::{Addr, Packet, Proto};
 use adaptnet_core::Time;
 use adaptnet_core::ratectl::lda::{Lda, LdaConfig, LdaInput};
-use adaptnet_core::tpba::report::{FragmentHeader, ReceiverReport};
+use adaptnet_core::tpba::report::{FragmentHeader, ReceiverReport, stamp_us, unwrap_stamp};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -53,10 +53,10 @@ fn datagram(src: Addr, dst: Addr, seq: u32, payload: u32, now: Time) -> Packet {
         offset: 0,
         len: payload,
         dgram_seq: seq,
-        sent_at: now,
+        sent_at_us: stamp_us(now),
     };
     let mut p = Packet::new(src, dst, Proto::Udp, payload);
-    p.header.resize(FragmentHeader::LEN, 0);
+    p.header.resize(FragmentHeader::UDP_LEN, 0);
     let n = h.emit(&mut p.header).unwrap_or(0);
     p.header.truncate(n);
     p
@@ -171,9 +171,11 @@ impl Agent for LdaSender {
         self.lost += u64::from(rr.cumulative_lost.saturating_sub(self.cum_lost));
         self.cum_lost = self.cum_lost.max(rr.cumulative_lost);
         self.highest = Some(rr.highest_seq);
-        if rr.echo_sent_at > Time::ZERO && rr.echo_sent_at <= now {
+        // The echo is the datagram's 32-bit microsecond stamp (0: none yet).
+        if rr.echo_sent_at > Time::ZERO {
+            let stamp = u32::try_from(rr.echo_sent_at.as_nanos() / 1_000).unwrap_or(u32::MAX);
             self.rtt = Some(
-                now.saturating_since(rr.echo_sent_at)
+                now.saturating_since(unwrap_stamp(now, stamp))
                     .saturating_sub(rr.delay()),
             );
         }
@@ -293,7 +295,7 @@ impl Agent for LdaReceiver {
         self.bytes += u64::from(packet.payload_len);
         if self.highest.is_none_or(|hi| h.dgram_seq > hi) {
             self.highest = Some(h.dgram_seq);
-            self.last = Some((h.sent_at, now));
+            self.last = Some((Time::from_micros(u64::from(h.sent_at_us)), now));
         }
         match self.pair_first {
             Some((first, t)) if h.dgram_seq == first.wrapping_add(1) && first % 2 == 0 => {

@@ -2,6 +2,7 @@
 //! Later protocols add their own modules here (TPBA, LDA and TFRC: `tpba`, `lda`, `tfrc`).
 
 pub mod atp;
+pub mod atp_endpoint;
 pub mod atp_tcp;
 pub mod cbr;
 pub mod cm;

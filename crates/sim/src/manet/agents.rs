@@ -7,6 +7,7 @@ use crate::agents::tcp::{TcpReceiver, TcpSender};
 use crate::packet::{Addr, Packet};
 use adaptnet_core::Time;
 use adaptnet_core::adtcp::receiver::Identification;
+use adaptnet_core::adtcp::{Receiver, ReceiverConfig};
 use adaptnet_core::tcp::{Connection, TcpConfig};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -141,15 +142,60 @@ pub struct IdLogReceiver {
     inner: TcpReceiver,
     log: Vec<(Time, Identification)>,
     seen: u64,
+    /// A non-default ADTCP receiver configuration, installed when the connection opens.
+    rsd: Option<ReceiverConfig>,
+    /// One past the highest data byte received (sequence space), once data has arrived.
+    highest: Option<u32>,
+    /// When a data segment arrived above a gap (the receiver sees a loss, or reordering).
+    holes: Vec<Time>,
 }
 
 impl IdLogReceiver {
-    /// A receiver on `local` accepting a connection from `remote`.
-    pub fn new(local: Addr, remote: Addr, config: TcpConfig, isn: u32) -> IdLogReceiver {
+    /// A receiver on `local` accepting a connection from `remote`; `receiver`, if given,
+    /// replaces the default ADTCP receiver configuration (an invalid one is ignored: the path
+    /// validated it).
+    pub fn new(
+        local: Addr,
+        remote: Addr,
+        config: TcpConfig,
+        isn: u32,
+        receiver: Option<ReceiverConfig>,
+    ) -> IdLogReceiver {
         IdLogReceiver {
             inner: TcpReceiver::new(local, remote, config, isn),
             log: Vec::new(),
             seen: 0,
+            rsd: receiver,
+            highest: None,
+            holes: Vec::new(),
+        }
+    }
+
+    /// When data segments arrived above a gap in the sequence space — the moments the receiver
+    /// learns of a loss (its first duplicate ACK), or of reordering — in time order.
+    pub fn hole_detections(&self) -> &[Time] {
+        &self.holes
+    }
+
+    /// Notes a data segment's place in the sequence space before the stream takes it.
+    fn note_segment(&mut self, now: Time, packet: &Packet) {
+        if packet.payload_len == 0 {
+            return;
+        }
+        let Ok(repr) = adaptnet_core::tcp::TcpRepr::parse(&packet.header) else {
+            return;
+        };
+        let end = repr.seq.wrapping_add(packet.payload_len);
+        // Serial-number comparison (RFC 1982): `a` after `b` within half the space.
+        let after = |a: u32, b: u32| a != b && a.wrapping_sub(b) < 0x8000_0000;
+        match self.highest {
+            Some(high) if after(repr.seq, high) => {
+                self.holes.push(now);
+                self.highest = Some(end);
+            }
+            Some(high) if after(end, high) => self.highest = Some(end),
+            Some(_) => {}
+            None => self.highest = Some(end),
         }
     }
 
@@ -166,7 +212,16 @@ impl IdLogReceiver {
 
 impl Agent for IdLogReceiver {
     fn handle_packet(&mut self, now: Time, packet: Packet) {
+        self.note_segment(now, &packet);
         self.inner.handle_packet(now, packet);
+        // Before the first data segment: the connection opens on the SYN.
+        if let Some(cfg) = self.rsd
+            && let Some(conn) = self.inner.connection_mut()
+            && conn.adtcp_receiver().is_some()
+        {
+            conn.set_adtcp_receiver(Receiver::new(cfg).ok());
+            self.rsd = None;
+        }
         if let Some(rx) = self.inner.connection().and_then(Connection::adtcp_receiver)
             && rx.intervals() > self.seen
         {

@@ -13,9 +13,12 @@
 //! 4. **channel error**: the mobile hop has a lossy channel;
 //! 5. **normal** otherwise.
 //!
-//! The cause of a lost data packet: **congestion** if a queue dropped it or it was lost while
-//! the path was congested (3 above); else, for a packet lost to an outage, the kind of the
-//! episode (**disconnection** or **route change**); else **channel error**.
+//! The cause of a lost data packet is read from the drop itself, never from the state of the
+//! path around it: a packet the loss model took is **channel error** even if a queue was full
+//! at the time, and a packet lost to an outage is the episode's kind (**disconnection** or
+//! **route change**). A queue-overflow drop is **congestion** — unless it happened at the
+//! mobile hop while that hop was down: the queue then filled because the link was broken (the
+//! DSR send buffer holding packets during route discovery), so it is the episode's kind.
 
 use super::ManetPath;
 use super::mobility::EpisodeKind;
@@ -140,14 +143,16 @@ impl Monitor {
             .filter(|d| !d.reverse && d.payload_len > 0)
             .filter_map(|d| {
                 let flow = d.flow.filter(|f| tcp_flows.contains(f))?;
-                let congested = monitor.queue_congested_at(d.at, half);
+                let episode = || match path.schedule.episode_at(d.at).map(|e| e.kind) {
+                    Some(EpisodeKind::RouteChange) => TrueState::RouteChange,
+                    _ => TrueState::Disconnection,
+                };
+                let mobile_down = (d.link == path.mobile.0 || d.link == path.mobile.1)
+                    && path.world.link(d.link).is_down(d.at);
                 let truth = match d.reason {
+                    DropReason::QueueFull if mobile_down => episode(),
                     DropReason::QueueFull => TrueState::Congestion,
-                    _ if congested => TrueState::Congestion,
-                    DropReason::Outage => match path.schedule.episode_at(d.at).map(|e| e.kind) {
-                        Some(EpisodeKind::RouteChange) => TrueState::RouteChange,
-                        _ => TrueState::Disconnection,
-                    },
+                    DropReason::Outage => episode(),
                     DropReason::RandomLoss => TrueState::ChannelError,
                 };
                 Some(Loss {
@@ -160,18 +165,6 @@ impl Monitor {
             .collect();
         monitor.losses = losses;
         monitor
-    }
-
-    /// Whether the fullest queue exceeded `half` at the last sample at or before `t`, or the
-    /// next one (a loss between two samples counts as congested if either saw it).
-    fn queue_congested_at(&self, t: Time, half: u64) -> bool {
-        let idx = self.moments.partition_point(|m| m.at <= t);
-        let before = idx.checked_sub(1).and_then(|i| self.moments.get(i));
-        let after = self.moments.get(idx);
-        [before, after]
-            .into_iter()
-            .flatten()
-            .any(|m| m.max_queue_packets > half)
     }
 
     /// The sampling period.

@@ -145,10 +145,23 @@ fn test_monitor_ground_truth_matches_the_schedules() {
     let losses = m.losses();
     assert!(losses.iter().any(|l| l.truth == TrueState::ChannelError));
     assert!(losses.iter().any(|l| l.reason == DropReason::Outage));
+    // Each loss is labelled by its own cause, not by the path's state around it.
     for l in losses {
-        if l.reason == DropReason::Outage && l.truth != TrueState::Congestion {
-            let kind = path.schedule.episode_at(l.at).map(|e| e.kind);
-            assert!(kind.is_some(), "outage loss outside any episode: {l:?}");
+        let kind = path.schedule.episode_at(l.at).map(|e| e.kind);
+        let episode = match kind {
+            Some(EpisodeKind::RouteChange) => TrueState::RouteChange,
+            _ => TrueState::Disconnection,
+        };
+        match l.reason {
+            DropReason::RandomLoss => assert_eq!(l.truth, TrueState::ChannelError, "{l:?}"),
+            DropReason::Outage => {
+                assert!(kind.is_some(), "outage loss outside any episode: {l:?}");
+                assert_eq!(l.truth, episode, "{l:?}");
+            }
+            DropReason::QueueFull => assert!(
+                l.truth == TrueState::Congestion || l.truth == episode,
+                "{l:?}"
+            ),
         }
     }
     // The receiver identified states all along.
@@ -229,4 +242,131 @@ fn test_same_seed_same_run() {
     assert_eq!(ma.losses(), mb.losses());
     let (c, _) = run(&cfg, Protocol::Adtcp, 30, 10);
     assert_ne!(delivered(&a), delivered(&c));
+}
+
+/// A static path with on/off cross traffic into the shared queue and one NewReno flow.
+fn cross_path(secs: u64) -> ManetConfig {
+    ManetConfig {
+        mobility: MobilityConfig {
+            speed_m_per_s: 0.0,
+            ..MobilityConfig::default()
+        },
+        cross: vec![CrossTraffic {
+            start_s: 0.0,
+            stop_s: secs as f64,
+            peak_bits_per_s: 1.5e6,
+            mean_on_s: 1.0,
+            mean_off_s: 2.0,
+        }],
+        ..ManetConfig::default()
+    }
+}
+
+#[test]
+fn test_cross_traffic_builds_and_drains_the_queue() {
+    let secs = 120;
+    let cfg = cross_path(secs);
+    let (path, m) = run(&cfg, Protocol::NewReno, secs, 3);
+    // Its long-run load is peak × on / (on + off) = 0.5 Mbit/s, within 25 %.
+    let cross = path
+        .world
+        // Cross flows are the world's first (added when the path is built).
+        .flow_agents(crate::world::FlowId(0))
+        .and_then(|(tx, _)| path.world.agent::<cross::OnOffSender>(tx))
+        .expect("cross agent");
+    let sent: f64 = cross
+        .counters()
+        .iter()
+        .find(|(k, _)| *k == "datagrams_sent")
+        .map_or(0.0, |(_, v)| *v);
+    let mean_bps = sent * 1000.0 * 8.0 / secs as f64;
+    assert!((mean_bps / 0.5e6 - 1.0).abs() < 0.25, "{mean_bps}");
+    // Congestion comes and goes: episodes, not a queue pinned full.
+    let share = m.time_share(TrueState::Congestion);
+    assert!(share > 0.05 && share < 0.8, "congested {share}");
+    let starts = m
+        .moments()
+        .windows(2)
+        .filter(|w| w[0].state != TrueState::Congestion && w[1].state == TrueState::Congestion)
+        .count();
+    assert!(starts >= 10, "{starts} congestion episodes");
+    // Queue overflows happen, and every TCP loss on a static loss-free path is congestion.
+    assert!(!m.losses().is_empty());
+    assert!(m.losses().iter().all(|l| l.truth == TrueState::Congestion));
+}
+
+#[test]
+fn test_rsd_params_reach_the_receiver_and_bad_ones_are_named() {
+    let mut cfg = ManetConfig {
+        rsd: Some(RsdParams {
+            history: 25.0,
+            high_above: 0.8,
+            low_below: 0.2,
+        }),
+        ..ManetConfig::default()
+    };
+    let (path, _) = run(&cfg, Protocol::NewRenoObserved, 5, 1);
+    let (_, rx) = path.world.flow_agents(path.tcp[0].flow).expect("flow");
+    let rsd = path
+        .world
+        .agent::<IdLogReceiver>(rx)
+        .and_then(|r| r.receiver().connection())
+        .and_then(|c| c.adtcp_receiver())
+        .map(|r| r.config().idd)
+        .expect("adtcp receiver");
+    assert_eq!(
+        (rsd.history, rsd.high_above, rsd.low_below),
+        (25.0, 0.8, 0.2)
+    );
+    cfg.rsd = Some(RsdParams {
+        history: 25.0,
+        high_above: 0.2,
+        low_below: 0.8,
+    });
+    let err = ManetPath::build(&cfg, Duration::from_secs(5), 1).err();
+    assert!(
+        matches!(err, Some(ManetError::Param { field: "rsd", .. })),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn test_contention_varies_the_service_rate_around_the_hop_rate() {
+    use super::contention::ContentionParams;
+    let c = ContentionParams {
+        slot_ms: 10.0,
+        spread: 0.5,
+    };
+    let crate::link::Bandwidth::Piecewise(trace) = c.bandwidth(1e6, Duration::from_secs(20), 4)
+    else {
+        panic!("a piecewise rate");
+    };
+    assert_eq!(trace.steps.len(), 2000);
+    let rates: Vec<f64> = trace.steps.iter().map(|s| s.1).collect();
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    assert!((mean / 125_000.0 - 1.0).abs() < 0.05, "{mean}");
+    assert!(rates.iter().all(|&r| (62_500.0..=187_500.0).contains(&r)));
+    assert!(rates.iter().any(|&r| r < 80_000.0) && rates.iter().any(|&r| r > 170_000.0));
+    // On a path: it runs, and a bad spread is named.
+    let mut cfg = ManetConfig {
+        contention: Some(c),
+        ..ManetConfig::default()
+    };
+    let (path, _) = run(&cfg, Protocol::NewReno, 10, 1);
+    assert!(delivered(&path) > 0);
+    cfg.contention = Some(ContentionParams {
+        slot_ms: 10.0,
+        spread: 1.5,
+    });
+    let err = ManetPath::build(&cfg, Duration::from_secs(5), 1).err();
+    assert!(
+        matches!(
+            err,
+            Some(ManetError::Param {
+                field: "contention.spread",
+                ..
+            })
+        ),
+        "{err:?}"
+    );
 }

@@ -28,6 +28,7 @@
 //! missed_beacons = 2             # beacons missed before the handoff starts (default 2)
 //! detect_fixed_s = 0.2           # daemon reaction time after the last missed beacon (0.2)
 //! handoff_fixed_s = 0.0          # registration time after the new cell's beacon (0)
+//! fade_max_s = 1.0               # the radio dies up to this long before the cell is lost (0)
 //!
 //! [[env.sockets]]                # an action table on one flow's end on `host`
 //! flow = "cbr0"
@@ -51,6 +52,12 @@
 //! radio *blackout*: it keeps transmitting and every packet it sends is lost, as a radio out of
 //! range sends into the void (an `outages` entry would instead hold the queue). So a sleeping sender saves one beacon interval (plus
 //! `handoff_fixed_s`) of data per handoff, and an unmodified one loses it.
+//!
+//! `fade_max_s` (default 0: the blackout starts when the cell is lost) lets the signal fade
+//! first: each handoff's blackout starts a uniform draw in `[0, fade_max_s)` before `t`, so the
+//! last packet a TCP sender hears back arrives at a random moment before the handoff, and its
+//! retransmission timer is at a random phase when the handoff ends (`papers/001` Table 6's
+//! savings depend on that phase; the paper's testbed had no fixed one).
 //!
 //! Actions: `udp-sleep` (`max_sleep_ms` optional), `udp-wakeup`, `udp-buffer`, `udp-discard`,
 //! `udp-fail`, `udp-normal` on `cbr` flows; `tcp-rst-timers`, `tcp-dupacks` (`count`,
@@ -156,6 +163,9 @@ pub struct HandoffSpec {
     pub detect_fixed_s: Option<f64>,
     /// Registration time after the new cell's beacon, seconds (default 0).
     pub handoff_fixed_s: Option<f64>,
+    /// The radio dies a uniform draw in `[0, fade_max_s)` before the cell is lost, seconds
+    /// (default 0).
+    pub fade_max_s: Option<f64>,
 }
 
 /// One `[[env.sockets]]` entry.
@@ -223,12 +233,16 @@ pub struct HandoffDef {
     pub detect_fixed: Duration,
     /// Registration time.
     pub handoff_fixed: Duration,
+    /// The longest the signal fades (the radio is dead) before the cell is lost.
+    pub fade_max: Duration,
 }
 
 /// One handoff's moments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HandoffTimes {
-    /// The link goes down.
+    /// The radio dies (the blackout starts): `lost` minus the fade.
+    pub faded: Time,
+    /// The cell is lost (beacons are missed from here).
     pub lost: Time,
     /// Availability 45: about to handoff.
     pub started: Time,
@@ -244,6 +258,7 @@ impl HandoffDef {
             .saturating_mul(self.missed_beacons.saturating_add(1))
             + self.detect_fixed
             + self.handoff_fixed
+            + self.fade_max
     }
 
     /// The handoffs of a run with `seed` (the beacon phase comes from the seed).
@@ -251,9 +266,14 @@ impl HandoffDef {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x4841_4e44_4f46_4621);
         let beacon_ns = self.beacon.as_nanos().max(1) as f64;
         let phase = rng.random::<f64>() * beacon_ns;
+        // Drawn after the phase, so a plan without fading is what it was before fading existed.
+        let fade_ns = self.fade_max.as_nanos() as f64;
         self.times
             .iter()
             .map(|&lost| {
+                let fade = Duration::from_nanos(adaptnet_core::convert::f64_u64_sat(
+                    rng.random::<f64>() * fade_ns,
+                ));
                 // The first beacon slot at or after `lost`, then `missed - 1` more.
                 let k = ((lost.as_nanos() as f64 - phase) / beacon_ns)
                     .ceil()
@@ -267,6 +287,7 @@ impl HandoffDef {
                 let started = first + missed + self.detect_fixed;
                 let over = started + self.beacon + self.handoff_fixed;
                 HandoffTimes {
+                    faded: lost.saturating_sub(fade),
                     lost,
                     started,
                     over,
@@ -589,6 +610,12 @@ fn handoff_def(
         h.handoff_fixed_s.unwrap_or(0.0),
         true,
     )?;
+    let fade = time_s(
+        ctx,
+        "env.handoffs.fade_max_s",
+        h.fade_max_s.unwrap_or(0.0),
+        true,
+    )?;
     let mut def = HandoffDef {
         link: h.link.clone(),
         times: Vec::with_capacity(h.times_s.len()),
@@ -596,6 +623,7 @@ fn handoff_def(
         missed_beacons,
         detect_fixed: secs(detect),
         handoff_fixed: secs(fixed),
+        fade_max: secs(fade),
     };
     let span = def.max_span();
     for (j, &t) in h.times_s.iter().enumerate() {
@@ -841,8 +869,8 @@ impl EnvDef {
                 outages.push((
                     h.link.clone(),
                     Outage {
-                        start: ho.lost,
-                        duration: ho.over - ho.lost,
+                        start: ho.faded,
+                        duration: ho.over - ho.faded,
                     },
                 ));
             }

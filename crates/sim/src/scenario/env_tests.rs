@@ -147,6 +147,35 @@ fn test_handoff_plan_follows_the_beacon_model() {
 }
 
 #[test]
+fn test_handoff_fade_starts_the_blackout_before_the_cell_is_lost() {
+    let plain = parse(&udp(SLEEP, "[10, 30]", 1.0)).expect("valid");
+    let body = udp(SLEEP, "[10, 30]", 1.0).replace(
+        "beacon_interval_s = 1\n",
+        "beacon_interval_s = 1\nfade_max_s = 1.0\n",
+    );
+    assert!(body.contains("fade_max_s"), "{body}");
+    let faded = parse(&body).expect("valid");
+    let handoffs = |s: &Scenario| s.env.as_ref().and_then(|e| e.handoffs.clone()).expect("h");
+    let (plain, faded) = (handoffs(&plain), handoffs(&faded));
+    let mut fades = Vec::new();
+    for seed in 1..30 {
+        for (p, f) in plain.plan(seed).iter().zip(faded.plan(seed)) {
+            // Without a fade the blackout starts when the cell is lost, as before.
+            assert_eq!(p.faded, p.lost);
+            // The fade moves only the blackout's start: the beacon phase is the same draw.
+            assert_eq!((p.lost, p.started, p.over), (f.lost, f.started, f.over));
+            let fade = (f.lost - f.faded).as_secs_f64();
+            assert!((0.0..1.0).contains(&fade), "seed {seed}: fade {fade}");
+            fades.push(fade);
+        }
+    }
+    // Drawn per handoff, spread over the whole range.
+    let lo = fades.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = fades.iter().copied().fold(0.0, f64::max);
+    assert!(lo < 0.2 && hi > 0.8, "fades {lo}..{hi}");
+}
+
+#[test]
 fn test_udp_sleep_saves_one_beacon_of_datagrams_per_handoff() {
     let times = "[10, 25, 40]";
     let sleep = parse(&udp(SLEEP, times, 1.0)).expect("valid");

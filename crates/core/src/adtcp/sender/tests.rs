@@ -183,6 +183,26 @@ fn test_probing_new_ack_restores_the_frozen_state() {
 }
 
 #[test]
+fn test_probing_freezes_the_rto_until_reconnection() {
+    // papers/004 §2.1: freeze the RTO and probe periodically while disconnected.
+    let mut s = sender(Some(StateReport::NORMAL));
+    assert!(
+        !s.freezes_rto(),
+        "established: the stream backs off as usual"
+    );
+    s.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
+    assert!(s.freezes_rto(), "probing");
+    s.on_congestion_event(T0, CongestionSignal::Timeout, SMSS, SMSS);
+    assert!(s.freezes_rto(), "still probing after a failed probe");
+    s.on_ack(T0, &ack(1, 0));
+    assert!(!s.freezes_rto(), "reconnected");
+    // A congestion timeout is NewReno's: backed off.
+    let mut c = sender(Some(CONGESTION));
+    c.on_congestion_event(T0, CongestionSignal::Timeout, 20 * SMSS, SMSS);
+    assert!(!c.freezes_rto());
+}
+
+#[test]
 fn test_probing_closes_after_max_failures() {
     let mut s = AdtcpSender::with_state(
         20 * SMSS,

@@ -41,17 +41,24 @@ enum State {
 }
 
 /// An established ATP connection (sans-IO): feed it every datagram from its peer, send what
-/// `poll_transmit` writes, and call `handle_timeout` at `poll_timeout`.
+/// `poll_transmit` writes, and call `handle_timeout` at `poll_timeout`. Engines reach it
+/// through its [`Endpoint`](super::Endpoint), which calls these; the application's calls are
+/// `send`, `control` (`cancel`, `defer`, `resume`, `set_priority`), `create_queue`, the
+/// bandwidth ranges and the queries, each followed, like every input, by draining
+/// `poll_transmit` and then `poll_event` (messages received, outcomes, `Closed`).
 #[derive(Debug)]
 pub struct AtpConnection {
     client_id: u64,
-    sender: AtpSender,
+    /// This side's ATP sender; the application reaches it only through the calls of
+    /// `app.rs`.
+    pub(super) sender: AtpSender,
     receiver: AtpReceiver,
     liveness: Liveness,
     state: State,
     close_pending: Option<CloseReason>,
     events: VecDeque<ConnEvent>,
     malformed: u64,
+    max_buffered_bytes: u64,
 }
 
 impl AtpConnection {
@@ -59,6 +66,7 @@ impl AtpConnection {
     /// estimator as its bandwidth source.
     pub fn new(config: AtpConfig, liveness: LivenessConfig, client_id: u64, now: Time) -> Self {
         let receiver = AtpReceiver::new(config.spp.clone());
+        let max_buffered_bytes = config.max_buffered_bytes;
         AtpConnection {
             client_id,
             sender: AtpSender::new(config, RateSource::Estimated, now),
@@ -68,6 +76,7 @@ impl AtpConnection {
             close_pending: None,
             events: VecDeque::new(),
             malformed: 0,
+            max_buffered_bytes,
         }
     }
 
@@ -76,14 +85,16 @@ impl AtpConnection {
         self.client_id
     }
 
-    /// This side's ATP sender: submit, cancel, defer, resume, queries.
+    /// This side's ATP sender, read-only (estimator state, for diagnostics). Application
+    /// calls are the connection's own (`send`, `control`, …): engines never change the
+    /// sender's parts.
     pub fn sender(&self) -> &AtpSender {
         &self.sender
     }
 
-    /// This side's ATP sender, for application calls.
-    pub fn sender_mut(&mut self) -> &mut AtpSender {
-        &mut self.sender
+    /// The most bytes of submitted messages held at once ([`AtpConfig::max_buffered_bytes`]).
+    pub fn max_buffered_bytes(&self) -> u64 {
+        self.max_buffered_bytes
     }
 
     /// The receiving half.
@@ -94,6 +105,11 @@ impl AtpConnection {
     /// Datagrams from the peer that did not parse.
     pub fn malformed(&self) -> u64 {
         self.malformed
+    }
+
+    /// Whether the connection is open: neither draining nor closed, so it takes new messages.
+    pub fn is_open(&self) -> bool {
+        self.state == State::Open
     }
 
     /// Whether the connection has ended.

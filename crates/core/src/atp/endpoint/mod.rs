@@ -31,8 +31,30 @@
 //! ```
 //!
 //! After every input, drain `poll_transmit` (each datagram to its address) and `poll_event`;
-//! arm one timer at `poll_timeout` and call `handle_timeout` when it fires. Application calls
-//! go to [`Endpoint::connection_mut`].
+//! arm one timer at `poll_timeout` and call `handle_timeout` when it fires.
+//!
+//! # Call order (both engines, the simulator's `AtpEndpointAgent` and the runtime's driver)
+//!
+//! ```text
+//! inputs:        handle_datagram(now, peer, bytes)      // every datagram read
+//!                handle_interface(now, total, queued)   // interface counters, when read
+//!                handle_timeout(now)                    // once poll_timeout() has passed
+//! application:   connect(now, peer, client_id)          // client
+//!                send(now, id, queue, bytes, opts)      // → MessageId or AppError
+//!                control(now, id, message, op)          // cancel/defer/resume/priority/timer
+//!                close(now, id, linger)
+//! after each:    drain poll_transmit(now, buf)          // each datagram to its destination
+//!                drain poll_event()                     // Connected, Incoming, Delivered,
+//!                                                       // outcomes, Closed, …
+//!                arm one timer at poll_timeout()
+//! ```
+//!
+//! The application's calls are made here by connection id, or on the connection
+//! ([`Endpoint::connection_mut`], see [`AtpConnection::send`] and its neighbours); an engine
+//! never reaches into the connection's sender or scheduler. A message arrives whole as
+//! [`ConnEvent::Delivered`]; each message sent gets exactly one outcome, as
+//! [`ConnEvent::Nai`] carrying [`NaiEvent::Outcome`](crate::nai::NaiEvent::Outcome)
+//! (`Abandoned` for those still live when the connection ends).
 //!
 //! # Bounds and robustness
 //! * No state for a peer before it echoes a token ([`crate::session::token`]); HELLOs shorter
@@ -45,8 +67,10 @@
 //! * At most [`MAX_PENDING_REPLIES`] stateless replies wait to be sent; beyond, HELLOs are
 //!   dropped unanswered (the client retransmits).
 
+mod app;
 mod connection;
 
+pub use app::{AppError, ConnectionStats, MessageControl};
 pub use connection::{AtpConnection, ConnEvent};
 
 use super::AtpConfig;
@@ -184,6 +208,12 @@ impl Transmit {
 }
 
 /// An ATP endpoint: handshakes, connections, demultiplexing by peer address.
+///
+/// Call order (the module docs have it in full): inputs (`handle_datagram`,
+/// `handle_interface`, `handle_timeout` once `poll_timeout` has passed) and application calls
+/// (`connect`, `send`, `control`, `close`, or the calls of [`AtpConnection`] reached with
+/// [`Endpoint::connection_mut`]); after each, drain `poll_transmit`, then `poll_event`, then
+/// arm one timer at `poll_timeout`.
 #[derive(Debug)]
 pub struct Endpoint {
     config: EndpointConfig,
@@ -250,7 +280,35 @@ impl Endpoint {
         id
     }
 
-    /// An established connection, for application calls (submit, cancel, close, …).
+    /// Sends a message with its bytes on connection `id` ([`AtpConnection::send`]).
+    pub fn send(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        queue: crate::nai::QueueId,
+        data: Vec<u8>,
+        opts: crate::nai::SendOptions,
+    ) -> Result<crate::nai::MessageId, AppError> {
+        self.connection_mut(id)
+            .ok_or(AppError::UnknownConnection(id.0))?
+            .send(now, queue, data, opts)
+    }
+
+    /// Applies `op` to message `message` of connection `id` ([`AtpConnection::control`]).
+    pub fn control(
+        &mut self,
+        now: Time,
+        id: ConnectionId,
+        message: crate::nai::MessageId,
+        op: MessageControl,
+    ) -> Result<(), AppError> {
+        self.connection_mut(id)
+            .ok_or(AppError::UnknownConnection(id.0))?
+            .control(now, message, op)
+    }
+
+    /// An established connection, for application calls (send, control, queues, bandwidth
+    /// notifications, queries; see `app.rs`).
     pub fn connection_mut(&mut self, id: ConnectionId) -> Option<&mut AtpConnection> {
         match self.conns.get_mut(&id) {
             Some((_, Entry::Open { conn, .. })) => Some(conn),
@@ -264,6 +322,11 @@ impl Endpoint {
             Some((_, Entry::Open { conn, .. })) => Some(conn),
             _ => None,
         }
+    }
+
+    /// Every connection's id (connecting and open), in order.
+    pub fn connection_ids(&self) -> impl Iterator<Item = ConnectionId> + '_ {
+        self.conns.keys().copied()
     }
 
     /// The peer address of a connection.

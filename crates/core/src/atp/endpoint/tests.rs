@@ -190,12 +190,12 @@ fn messages_with_bytes_both_ways() {
     let opts = SendOptions::default();
     let payloads: Vec<Vec<u8>> = (0..20u8).map(|i| vec![i; 3000 + usize::from(i)]).collect();
     for p in &payloads {
-        let tx = w.client.connection_mut(c).expect("open").sender_mut();
-        tx.submit_bytes(w.now, QueueId(0), p.clone(), opts)
+        w.client
+            .send(w.now, c, QueueId(0), p.clone(), opts)
             .expect("admitted");
     }
-    let tx = w.server.connection_mut(s).expect("open").sender_mut();
-    tx.submit_bytes(w.now, QueueId(0), b"pong".to_vec(), opts)
+    let tx = w.server.connection_mut(s).expect("open");
+    tx.send(w.now, QueueId(0), b"pong".to_vec(), opts)
         .expect("admitted");
     w.run_until(Time::from_secs(5));
     let mut got = delivered(&w.server_events, s);
@@ -216,8 +216,8 @@ fn survives_loss_in_handshake_and_data() {
     w.run_until(Time::from_secs(3));
     assert!(w.client_events.contains(&EndpointEvent::Connected(c)));
     for i in 0..30u8 {
-        let tx = w.client.connection_mut(c).expect("open").sender_mut();
-        tx.submit_bytes(w.now, QueueId(0), vec![i; 5000], SendOptions::default())
+        let tx = w.client.connection_mut(c).expect("open");
+        tx.send(w.now, QueueId(0), vec![i; 5000], SendOptions::default())
             .expect("admitted");
     }
     w.run_until(Time::from_secs(30));
@@ -238,8 +238,8 @@ fn graceful_close_reaches_both_sides_and_every_message_has_an_outcome() {
     let mut w = Wire::new(0.0);
     let (c, s) = connected(&mut w);
     for _ in 0..5 {
-        let tx = w.client.connection_mut(c).expect("open").sender_mut();
-        tx.submit_bytes(w.now, QueueId(0), vec![1; 20_000], SendOptions::default())
+        let tx = w.client.connection_mut(c).expect("open");
+        tx.send(w.now, QueueId(0), vec![1; 20_000], SendOptions::default())
             .expect("admitted");
     }
     w.client.close(w.now, c, Duration::from_secs(10));
@@ -261,8 +261,8 @@ fn graceful_close_reaches_both_sides_and_every_message_has_an_outcome() {
 fn abrupt_close_abandons_live_messages() {
     let mut w = Wire::new(0.0);
     let (c, _) = connected(&mut w);
-    let tx = w.client.connection_mut(c).expect("open").sender_mut();
-    tx.submit_bytes(
+    let tx = w.client.connection_mut(c).expect("open");
+    tx.send(
         w.now,
         QueueId(0),
         vec![1; 1_000_000],
@@ -279,8 +279,8 @@ fn abrupt_close_abandons_live_messages() {
 fn a_second_close_shortens_a_graceful_close_never_lengthens_it() {
     let mut w = Wire::new(0.0);
     let (c, s) = connected(&mut w);
-    let tx = w.client.connection_mut(c).expect("open").sender_mut();
-    tx.submit_bytes(
+    let tx = w.client.connection_mut(c).expect("open");
+    tx.send(
         w.now,
         QueueId(0),
         vec![1; 10_000_000],
@@ -382,4 +382,70 @@ fn unanswered_connect_fails() {
     w.run_until(Time::from_secs(60));
     assert_eq!(w.client_events, vec![EndpointEvent::ConnectFailed(c)]);
     assert_eq!(w.client.connection_count(), 0);
+}
+
+#[test]
+fn application_calls_by_connection_id() {
+    let mut w = Wire::new(0.0);
+    let (c, _) = connected(&mut w);
+    let opts = SendOptions::default();
+    let big = w
+        .client
+        .send(w.now, c, QueueId(0), vec![5; 2_000_000], opts)
+        .expect("admitted");
+    let small = w
+        .client
+        .send(w.now, c, QueueId(0), vec![6; 1000], opts)
+        .expect("admitted");
+    w.client
+        .control(w.now, c, big, MessageControl::Defer)
+        .expect("deferred");
+    let conn = w.client.connection(c).expect("open");
+    assert_eq!(
+        conn.message_state(big),
+        Ok(crate::nai::MessageState::Deferred)
+    );
+    assert_eq!(conn.live_messages(), 2);
+    w.run_until(w.now + Duration::from_millis(500));
+    // The small one went; the deferred one did not move.
+    assert!(outcomes(&w.client_events, c).len() == 1);
+    let conn = w.client.connection_mut(c).expect("open");
+    assert_eq!(conn.bytes_remaining(big), Ok(2_000_000));
+    assert!(conn.message_state(small).is_err(), "final");
+    conn.cancel(w.now, big).expect("cancelled");
+    w.run_until(w.now + Duration::from_millis(100));
+    assert_eq!(
+        outcomes(&w.client_events, c)[1],
+        Outcome::Cancelled,
+        "one outcome each"
+    );
+    // Unknown ids and messages say so.
+    let nobody = ConnectionId(77);
+    assert_eq!(
+        w.client.send(w.now, nobody, QueueId(0), vec![1], opts),
+        Err(AppError::UnknownConnection(77))
+    );
+    assert!(matches!(
+        w.client.control(w.now, c, big, MessageControl::Resume),
+        Err(AppError::Nai(crate::nai::NaiError::UnknownMessage(_)))
+    ));
+    assert!(w.client.connection(c).expect("open").stats().srtt.is_some());
+}
+
+#[test]
+fn a_closing_connection_takes_no_new_message() {
+    let mut w = Wire::new(0.0);
+    let (c, _) = connected(&mut w);
+    let opts = SendOptions::default();
+    w.client
+        .send(w.now, c, QueueId(0), vec![1; 100_000], opts)
+        .expect("admitted");
+    w.client.close(w.now, c, Duration::from_secs(10));
+    assert_eq!(
+        w.client.send(w.now, c, QueueId(0), vec![1], opts),
+        Err(AppError::Closing)
+    );
+    // The NAI port view of the same refusal.
+    let conn = w.client.connection_mut(c).expect("draining");
+    assert!(crate::nai::app::NaiPort::submit(conn, w.now, 10, opts).is_err());
 }

@@ -51,15 +51,26 @@ impl CongestionManager {
             let Some(recd) = *recd else {
                 continue;
             };
-            let recd = recd.min(*sent);
+            let in_interval = recd.min(*sent);
             if *sent > 0 {
-                f.loss_rate = Some(1.0 - recd as f64 / *sent as f64);
+                f.loss_rate = Some(1.0 - in_interval as f64 / *sent as f64);
             }
+            // More received than sent in an interval is data counted in another interval than
+            // the one it was sent in: late (sent before the previous probe, reported to the
+            // receiver CM after it) or early (reported before the sender's `cm_notify`
+            // reached this CM). The neighbouring interval's matching shortfall was, or will
+            // be, read as loss; crediting the surplus back to the long-run count keeps it at
+            // sent minus received instead of dropping the surplus, which biased it upwards
+            // (0.51-0.73 for a true 0.25 on loopback, where the receiving application reports
+            // from its own thread). Without surpluses (a FIFO path) nothing changes: the
+            // simulator's CM experiments are byte-identical.
+            let late = recd.saturating_sub(*sent).min(f.probe_lost_bytes);
+            f.probe_lost_bytes -= late;
             f.probe_sent_bytes = f.probe_sent_bytes.saturating_add(*sent);
-            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - recd);
+            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - in_interval);
             let e = per_mf.entry(f.macroflow).or_insert((0, 0));
-            e.0 = e.0.saturating_add(recd);
-            e.1 = e.1.saturating_add(sent - recd);
+            e.0 = e.0.saturating_add(in_interval.saturating_add(late));
+            e.1 = e.1.saturating_add(sent - in_interval);
         }
         // An RTT sample alone (no measurable interval) still counts as feedback for every
         // macroflow that has probe-fed flows to this destination.

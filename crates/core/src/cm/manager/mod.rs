@@ -638,11 +638,15 @@ impl CongestionManager {
                 .saturating_sub(window_before);
         }
         if probe && nsent > 0 {
-            let (initial_rtt, per_rtt) = (self.config.initial_rtt, self.config.probes_per_rtt);
+            let (initial_rtt, per_rtt, floor) = (
+                self.config.initial_rtt,
+                self.config.probes_per_rtt,
+                self.config.feedback_floor,
+            );
             let session = self
                 .probes
                 .entry(dest)
-                .or_insert_with(|| ProbeSession::new(initial_rtt, per_rtt));
+                .or_insert_with(|| ProbeSession::new(initial_rtt, per_rtt, floor));
             session.on_sent(now, key, nsent);
             self.rearm_probe(dest);
         }

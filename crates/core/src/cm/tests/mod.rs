@@ -1,9 +1,11 @@
-//! Tests of the CM as a whole: API behaviour (`api.rs`), the probe protocol end to end
+//! Tests of the CM as a whole: API behaviour (`api.rs`), feedback delayed by the host
+//! (`host_feedback.rs`), the probe protocol end to end
 //! (`probe_e2e.rs`), the pacing invariant as a property test (`prop.rs`) and TCP/CM over a
 //! small two-host pipe (`tcp_pair.rs`), and the window of ACK-fed flows with TCP/CM's
 //! `cm_update` bookkeeping (`window.rs`).
 
 mod api;
+mod host_feedback;
 mod probe_e2e;
 mod prop;
 mod tcp_pair;

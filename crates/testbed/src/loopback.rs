@@ -4,10 +4,12 @@
 //! transport. Each returns a [`Measure`]: bytes the receiver got, wall time, and the CPU time
 //! (user + system) of the whole process, sender and receiver both.
 
-use crate::error::{ConnectError, ConnectionError, SendError};
-use crate::message::{ConnectionStats, Endpoint, EndpointOptions, MessageHandle, Transport};
-use crate::stream::{StreamEndpoint, StreamOptions};
 use adaptnet_core::nai::SendOptions;
+use adaptnet_runtime::message::{
+    ConnectionStats, Endpoint, EndpointOptions, MessageHandle, Transport,
+};
+use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
+use adaptnet_runtime::{ConnectError, ConnectionError, SendError};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -36,7 +38,7 @@ pub enum BenchError {
     Send(#[from] SendError),
     /// The stream transport failed.
     #[error("stream transport: {0}")]
-    Stream(#[from] crate::stream::Error),
+    Stream(#[from] adaptnet_runtime::stream::Error),
     /// The server accepted no connection.
     #[error("the server accepted no connection")]
     NotAccepted,
