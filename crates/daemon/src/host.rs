@@ -1,6 +1,6 @@
-//! The host's CM with one API whether the daemon runs or not (issue 20, item 3): the daemon's
-//! when its socket exists (or when told to), the process's own in-process CM
-//! (`adaptnet_runtime::cm::Cm`) otherwise.
+//! The host's CM and environment events with one API whether the daemon runs or not (issue
+//! 20, item 3): the daemon's when its socket exists (or when told to), the process's own
+//! engines (`adaptnet_runtime::cm::Cm`, `adaptnet_runtime::env::EnvMonitor`) otherwise.
 //!
 //! ```text
 //! let cm = HostCm::connect(Backend::from_env()).await?;   // ADAPTNET_CM=auto|daemon|in-process
@@ -16,7 +16,9 @@
 use crate::client::{ClientError, DaemonClient, socket_path};
 use adaptnet_core::cm::{Feedback, FlowId, FlowKey, FlowOptions, FlowQuery, PeerAddr, Request};
 use adaptnet_core::daemon::Message;
+use adaptnet_core::env::{LevelMask, Name, Param, Watermarks};
 use adaptnet_runtime::cm::{Cm, CmFlow, Notice};
+use adaptnet_runtime::env::{EnvMonitor, EnvMonitorError, EnvOptions, EventStream};
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -61,6 +63,9 @@ pub enum HostError {
     /// The in-process CM failed.
     #[error("in-process CM: {0}")]
     InProcess(#[from] adaptnet_runtime::cm::Error),
+    /// The in-process environment monitor failed.
+    #[error("in-process environment monitor: {0}")]
+    Env(#[from] EnvMonitorError),
 }
 
 type Routes = Arc<Mutex<HashMap<FlowId, mpsc::Sender<Message>>>>;
@@ -258,6 +263,199 @@ impl HostFlow {
                 lock(&routes).remove(&flow);
                 let _ = client.close(flow).await;
             }
+        }
+    }
+}
+
+/// One environment event as a subscriber sees it (papers/001 §3), from either backend.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostEvent {
+    /// Device.
+    pub device: Name,
+    /// Parameter.
+    pub param: Param,
+    /// The value checked against the levels.
+    pub value: f64,
+    /// Levels violated (restricted to the subscriber's).
+    pub violated: LevelMask,
+    /// Levels cleared.
+    pub cleared: LevelMask,
+    /// Events this subscriber lost before this one.
+    pub lost_before: u64,
+}
+
+type EventRoutes = Arc<Mutex<Vec<(Name, Param, mpsc::Sender<HostEvent>)>>>;
+
+/// The host's environment events: the daemon's event service or this process's monitor.
+#[derive(Clone)]
+pub enum HostEvents {
+    /// Through the daemon.
+    Daemon {
+        /// The connection.
+        client: DaemonClient,
+        /// Subscriptions by (device, parameter).
+        routes: EventRoutes,
+    },
+    /// This process's monitor.
+    InProcess(Arc<EnvMonitor>),
+}
+
+impl HostEvents {
+    /// Connects as `backend` says; in process, `options` start the monitor.
+    pub async fn connect(backend: Backend, options: EnvOptions) -> Result<HostEvents, HostError> {
+        let in_process = |options| -> Result<HostEvents, HostError> {
+            Ok(HostEvents::InProcess(Arc::new(EnvMonitor::start(options)?)))
+        };
+        match backend {
+            Backend::InProcess => in_process(options),
+            Backend::Daemon(path) => {
+                let path = path.unwrap_or_else(socket_path);
+                Ok(HostEvents::daemon(
+                    DaemonClient::connect(&path, &process_name()).await?,
+                ))
+            }
+            Backend::Auto => {
+                let path = socket_path();
+                if path.exists()
+                    && let Ok(c) = DaemonClient::connect(&path, &process_name()).await
+                {
+                    return Ok(HostEvents::daemon(c));
+                }
+                in_process(options)
+            }
+        }
+    }
+
+    /// Uses this daemon connection: starts the task that hands each subscription its events.
+    pub fn daemon(client: DaemonClient) -> HostEvents {
+        let routes: EventRoutes = Arc::new(Mutex::new(Vec::new()));
+        let (c, r) = (client.clone(), routes.clone());
+        tokio::spawn(async move {
+            let mut lost = 0u64;
+            while let Some(m) = c.next_event().await {
+                let ev = match m {
+                    Message::Lost { events } => {
+                        lost += events;
+                        continue;
+                    }
+                    Message::EnvEvent {
+                        device,
+                        param,
+                        value,
+                        violated,
+                        cleared,
+                        lost_before,
+                        ..
+                    } => HostEvent {
+                        device,
+                        param,
+                        value,
+                        violated,
+                        cleared,
+                        lost_before: lost_before + std::mem::take(&mut lost),
+                    },
+                    _ => continue,
+                };
+                for (d, p, tx) in lock(&r).iter() {
+                    if *d == ev.device && *p == ev.param {
+                        let _ = tx.try_send(ev.clone());
+                    }
+                }
+            }
+            lock(&r).clear();
+        });
+        HostEvents::Daemon { client, routes }
+    }
+
+    /// Whether this goes through the daemon.
+    pub fn is_daemon(&self) -> bool {
+        matches!(self, HostEvents::Daemon { .. })
+    }
+
+    /// `set_dev_param_wms`: the levels of `param` on `device`.
+    pub async fn set_watermarks(
+        &self,
+        device: &str,
+        param: Param,
+        watermarks: Watermarks,
+    ) -> Result<(), HostError> {
+        match self {
+            HostEvents::InProcess(m) => Ok(m.set_watermarks(device, param, watermarks)?),
+            HostEvents::Daemon { client, .. } => Ok(client
+                .set_dev_param_wms(name(device)?, param, watermarks.levels().to_vec())
+                .await?),
+        }
+    }
+
+    /// `set_dev_param`.
+    pub async fn set_dev_param(
+        &self,
+        device: &str,
+        param: Param,
+        value: f64,
+    ) -> Result<(), HostError> {
+        match self {
+            HostEvents::InProcess(m) => Ok(m.set_dev_param(device, param, value)?),
+            HostEvents::Daemon { client, .. } => {
+                Ok(client.set_dev_param(name(device)?, param, value).await?)
+            }
+        }
+    }
+
+    /// `request_event`: the events of `param` on `device` that violate one of `levels`.
+    pub async fn subscribe(
+        &self,
+        device: &str,
+        param: Param,
+        levels: LevelMask,
+    ) -> Result<HostSubscription, HostError> {
+        match self {
+            HostEvents::InProcess(m) => Ok(HostSubscription::InProcess(
+                m.subscribe(device, param, levels)?,
+            )),
+            HostEvents::Daemon { client, routes } => {
+                let device = name(device)?;
+                client
+                    .request_event(device.clone(), param.clone(), levels)
+                    .await?;
+                let (tx, rx) = mpsc::channel(FLOW_QUEUE);
+                lock(routes).push((device, param, tx));
+                Ok(HostSubscription::Daemon(rx))
+            }
+        }
+    }
+}
+
+fn name(device: &str) -> Result<Name, HostError> {
+    Name::new(device).map_err(|e| {
+        HostError::Daemon(ClientError::Refused {
+            code: adaptnet_core::daemon::ErrorCode::InvalidArgument,
+            message: e.to_string(),
+        })
+    })
+}
+
+/// A stream of environment events from either backend.
+pub enum HostSubscription {
+    /// Through the daemon.
+    Daemon(mpsc::Receiver<HostEvent>),
+    /// This process's monitor.
+    InProcess(EventStream),
+}
+
+impl HostSubscription {
+    /// The next event; `None` once the source is gone.
+    pub async fn recv(&mut self) -> Option<HostEvent> {
+        match self {
+            HostSubscription::Daemon(rx) => rx.recv().await,
+            HostSubscription::InProcess(s) => s.recv().await.map(|d| HostEvent {
+                device: d.event.device,
+                param: d.event.param,
+                value: d.event.value,
+                violated: d.event.violated,
+                cleared: d.event.cleared,
+                lost_before: d.lost_before,
+            }),
         }
     }
 }

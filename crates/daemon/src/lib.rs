@@ -28,5 +28,5 @@ mod status;
 pub use client::{ClientError, DaemonClient, socket_path};
 pub use config::{ConfigError, DaemonConfig};
 pub use engine::{Caller, DaemonStats, Engine};
-pub use host::{Backend, HostCm, HostFlow};
+pub use host::{Backend, HostCm, HostEvent, HostEvents, HostFlow, HostSubscription};
 pub use server::{DaemonError, RunningDaemon, start};

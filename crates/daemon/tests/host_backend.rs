@@ -108,3 +108,63 @@ async fn auto_uses_the_daemon_when_its_socket_exists() {
     let cm = HostCm::connect(Backend::Auto).await.expect("auto");
     assert!(!cm.is_daemon(), "no socket: in process");
 }
+
+/// The same environment scenario through the daemon and through the process's monitor:
+/// watermarks low 10 / high 50, a subscription to all levels, values crossing them.
+async fn events_scenario(ev: &adaptnet_daemon::HostEvents) -> Vec<(f64, u128, u128)> {
+    use adaptnet_core::env::{Level, LevelMask, Param, Watermarks};
+    let dev = "hostbench0";
+    ev.set_watermarks(
+        dev,
+        Param::Cost,
+        Watermarks::new(vec![Level::low(10.0), Level::high(50.0)]).expect("levels"),
+    )
+    .await
+    .expect("watermarks");
+    let mut sub = ev
+        .subscribe(dev, Param::Cost, LevelMask::ALL)
+        .await
+        .expect("subscribe");
+    for v in [30.0, 100.0, 0.0, 40.0, 5.0, 60.0] {
+        ev.set_dev_param(dev, Param::Cost, v).await.expect("set");
+    }
+    let mut got = Vec::new();
+    while got.len() < 4 {
+        let e = timeout(Duration::from_secs(5), sub.recv())
+            .await
+            .expect("an event in time")
+            .expect("the source is there");
+        got.push((e.value, e.violated.bits(), e.cleared.bits()));
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_events_through_the_daemon_and_in_process() {
+    use adaptnet_runtime::env::EnvOptions;
+    let socket = std::env::temp_dir().join(format!(
+        "adaptnet-h-daemon-{}-events.sock",
+        std::process::id()
+    ));
+    let _d = adaptnet_daemon::start(DaemonConfig::with_socket(&socket))
+        .await
+        .expect("daemon");
+    let quiet = || EnvOptions {
+        interfaces: vec!["lo".into()],
+        link_events: false,
+        ..EnvOptions::default()
+    };
+    let via_daemon =
+        adaptnet_daemon::HostEvents::connect(Backend::Daemon(Some(socket.clone())), quiet())
+            .await
+            .expect("daemon backend");
+    let in_process = adaptnet_daemon::HostEvents::connect(Backend::InProcess, quiet())
+        .await
+        .expect("in-process backend");
+    assert!(via_daemon.is_daemon() && !in_process.is_daemon());
+    let a = events_scenario(&via_daemon).await;
+    let b = events_scenario(&in_process).await;
+    println!("through the daemon: {a:?}\nin process:         {b:?}");
+    assert_eq!(a, b);
+    assert_eq!(a.len(), 4);
+}

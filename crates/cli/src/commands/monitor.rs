@@ -96,7 +96,9 @@ fn render(doc: &Value) -> String {
             "iface {:<12} {:>14}  counter {} B  subscribers {}\n",
             e["iface"].as_str().unwrap_or(""),
             fmt_rate(&e["bytes_per_s"]),
-            e["total_bytes"],
+            e["total_bytes"]
+                .as_u64()
+                .map_or_else(|| "-".to_string(), |b| b.to_string()),
             e["subscribers"]
         );
     }

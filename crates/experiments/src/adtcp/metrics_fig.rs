@@ -18,7 +18,7 @@ use crate::{ExpError, ExpOptions, Experiment, Report};
 use adaptnet_core::Time;
 use adaptnet_core::adtcp::rsd::Level;
 use adaptnet_sim::manet::mobility::ChannelErrorConfig;
-use adaptnet_sim::manet::monitor::{Monitor, TrueState};
+use adaptnet_sim::manet::monitor::Monitor;
 use adaptnet_sim::manet::{ManetConfig, Protocol};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -26,6 +26,10 @@ use std::time::Duration;
 
 /// `adaptnet exp adtcp-fig3`.
 pub struct MetricsFig;
+
+/// How long after a route change's reordering burst its late packets may still arrive: the
+/// largest default extra delay (100 ms) plus one packet time per hop and slack.
+const RC_TAIL: Duration = Duration::from_millis(250);
 
 /// `experiments/adtcp/metrics.params`.
 #[derive(Clone, Debug, Deserialize)]
@@ -297,21 +301,18 @@ impl Experiment for MetricsFig {
                 &[Protocol::NewRenoObserved],
                 period,
             )?;
-            let rc_starts: Vec<Time> = out
-                .monitor
-                .moments()
-                .windows(2)
-                .filter(|w| {
-                    w[0].state != TrueState::RouteChange && w[1].state == TrueState::RouteChange
-                })
-                .map(|w| w[1].at)
-                .collect();
+            let rc_starts: Vec<Time> = out.route_changes.iter().map(|r| r.0).collect();
             let (mut hi_in, mut n_in, mut hi_out, mut n_out) = (0, 0, 0, 0);
             for (t, id) in &out.identifications {
+                // The packets a route change reorders are the last of its burst, overtaken
+                // by the first after it: they arrive up to the burst's extra delay (≤ 100 ms
+                // by default) after the episode ends, so an interval touches a route change
+                // if it overlaps the episode or the `RC_TAIL` after it.
                 let start = id.sample.start;
-                let in_rc = [start, *t]
+                let in_rc = out
+                    .route_changes
                     .iter()
-                    .any(|&x| out.monitor.state_at(x) == TrueState::RouteChange);
+                    .any(|&(s, e)| start <= e + RC_TAIL && *t >= s);
                 let high = id.levels.por == Level::High;
                 if in_rc {
                     n_in += 1;

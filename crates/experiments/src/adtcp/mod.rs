@@ -324,6 +324,8 @@ pub struct RunOut {
     pub hole_detections: Vec<Time>,
     /// Path breaks drawn: (route changes, disconnections).
     pub episodes: (usize, usize),
+    /// Each route change: from its gap's start to the end of its reordering burst.
+    pub route_changes: Vec<(Time, Time)>,
     /// The goodput series' sampling period, s.
     pub sample_period_s: f64,
 }
@@ -412,12 +414,20 @@ pub fn run_path_starts(
         path.schedule.count(EpisodeKind::RouteChange),
         path.schedule.count(EpisodeKind::Disconnection),
     );
+    let route_changes = path
+        .schedule
+        .episodes()
+        .iter()
+        .filter(|e| e.kind == EpisodeKind::RouteChange)
+        .map(|e| (e.outage.start, e.end()))
+        .collect();
     Ok(RunOut {
         flows,
         monitor,
         identifications,
         hole_detections,
         episodes,
+        route_changes,
         sample_period_s: results.sample_period_s,
     })
 }

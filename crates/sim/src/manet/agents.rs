@@ -146,7 +146,8 @@ pub struct IdLogReceiver {
     rsd: Option<ReceiverConfig>,
     /// One past the highest data byte received (sequence space), once data has arrived.
     highest: Option<u32>,
-    /// When a data segment arrived above a gap (the receiver sees a loss, or reordering).
+    /// When a data segment arrived above a gap (the receiver sees a loss, or reordering); at
+    /// most one entry per data segment received, so bounded by the run like `log`.
     holes: Vec<Time>,
 }
 
