@@ -29,6 +29,12 @@ pub enum ConnectError {
     /// This endpoint already has a connection to the peer (ATP: one per peer address).
     #[error("already connected to {0}")]
     AlreadyConnected(SocketAddr),
+    /// The peer did not answer the handshake (a stream's SYN went unanswered through its
+    /// retransmissions), or reset it.
+    #[error(
+        "no answer from {0}: the handshake timed out or was reset (is a server running there?)"
+    )]
+    NoAnswer(SocketAddr),
     /// The endpoint holds as many connections as it may.
     #[error("too many connections (limit {0})")]
     TooManyConnections(usize),
@@ -145,5 +151,75 @@ pub struct EndpointClosed;
 impl From<EndpointClosed> for ConnectError {
     fn from(_: EndpointClosed) -> ConnectError {
         ConnectError::EndpointClosed
+    }
+}
+
+/// Why a read from a byte stream ([`StreamConn`](crate::stream::StreamConn)) failed. As an
+/// [`io::Error`] (what `AsyncRead` returns) it keeps this value as its inner error and a kind
+/// that says the same ([`ReadError::kind`]).
+#[derive(Clone, Debug, Error)]
+pub enum ReadError {
+    /// The connection ended before the peer closed its direction.
+    #[error("connection lost: {0}")]
+    ConnectionLost(#[from] ConnectionError),
+}
+
+/// Why a write to a byte stream failed (see [`ReadError`] for the [`io::Error`] form).
+#[derive(Clone, Debug, Error)]
+pub enum WriteError {
+    /// The connection ended.
+    #[error("connection lost: {0}")]
+    ConnectionLost(#[from] ConnectionError),
+    /// This side already shut the stream down for writing.
+    #[error("the stream was shut down for writing")]
+    Finished,
+}
+
+impl ConnectionError {
+    /// The [`io::ErrorKind`] that says the same.
+    pub fn io_kind(&self) -> io::ErrorKind {
+        use io::ErrorKind as K;
+        match self {
+            ConnectionError::Reset => K::ConnectionReset,
+            ConnectionError::TimedOut => K::TimedOut,
+            ConnectionError::Unreachable => K::HostUnreachable,
+            ConnectionError::LocallyClosed | ConnectionError::EndpointClosed => K::NotConnected,
+            ConnectionError::ClosedByPeer(_) => K::ConnectionAborted,
+            ConnectionError::Io(e) => e.kind(),
+            ConnectionError::ApplicationTooSlow { .. } | ConnectionError::ProtocolViolation(_) => {
+                K::ConnectionAborted
+            }
+        }
+    }
+}
+
+impl ReadError {
+    /// The [`io::ErrorKind`] of the [`io::Error`] form.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            ReadError::ConnectionLost(e) => e.io_kind(),
+        }
+    }
+}
+
+impl WriteError {
+    /// The [`io::ErrorKind`] of the [`io::Error`] form.
+    pub fn kind(&self) -> io::ErrorKind {
+        match self {
+            WriteError::ConnectionLost(e) => e.io_kind(),
+            WriteError::Finished => io::ErrorKind::BrokenPipe,
+        }
+    }
+}
+
+impl From<ReadError> for io::Error {
+    fn from(e: ReadError) -> io::Error {
+        io::Error::new(e.kind(), e)
+    }
+}
+
+impl From<WriteError> for io::Error {
+    fn from(e: WriteError) -> io::Error {
+        io::Error::new(e.kind(), e)
     }
 }

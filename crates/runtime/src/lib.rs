@@ -4,13 +4,13 @@
 //! at the edge ([`clock::Clock`]: `Instant` → core `Time`). It makes no protocol decision:
 //! handshakes, demultiplexing, bounds and timers are all core's.
 //!
-//! The message transports ([`message`]: ATP and the NAI baselines) run one driver loop (the
-//! crate's `driver` module): a task on the caller's tokio runtime waiting on its socket, its
+//! The message transports ([`message`]: ATP and the NAI baselines), the stream transport
+//! ([`stream`]) and the CM host ([`cm`]) run one driver loop (the crate's `driver` module): a task on the caller's tokio runtime waiting on its socket, its
 //! earliest timer, its application commands and its handles' wake-ups, with one shape of API
 //! (`…Options` with named bounds, one error vocabulary in [`error`], bounded queues, cheap
 //! handles) and one lifecycle (dropping the last handle closes; dropping an endpoint closes
 //! its connections and sends their CLOSEs; `close` and `wait_idle` for those who must know).
-//! The stream, CM, TPBA and environment endpoints still run loops of their own.
+//! The TPBA and environment endpoints still run loops of their own.
 //!
 //! * [`message`]: one message transport interface — endpoints, connections, messages with
 //!   priorities and callback timers whose one outcome you await, whole messages received,
@@ -72,4 +72,4 @@ pub mod tcpinfo;
 pub mod tpba;
 pub mod udp;
 
-pub use error::{ConnectError, ConnectionError, EndpointClosed, SendError};
+pub use error::{ConnectError, ConnectionError, EndpointClosed, ReadError, SendError, WriteError};

@@ -2,8 +2,8 @@
 //! between the sender and receiver CMs over UDP, and one macroflow per destination host
 //! shared by application flows and CM-delegated streams.
 //!
-//! The tests of this binary share the process CM; each uses its own loopback destination
-//! address (its own macroflow) so they do not share rates.
+//! Each test runs a CM of its own ([`Cm::new`]) on its own runtime (a process CM started on
+//! one test's runtime would stop with it), and its own loopback destination address.
 
 use adaptnet_core::cm::{Feedback, FlowKey, FlowOptions, Request, Thresholds};
 use adaptnet_runtime::cm::{Cm, CmOptions, Error, Notice};
@@ -13,18 +13,17 @@ use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::time::timeout;
 
-/// The process CM, bound to an ephemeral port on every address (probes to 127.0.0.1 reach
-/// it; it answers its own probes as the destination host's CM).
+/// A CM bound to an ephemeral port on every address (probes to 127.0.0.1 reach it; it
+/// answers its own probes as the destination host's CM).
 fn cm() -> Cm {
-    let options = CmOptions {
+    Cm::new(options()).expect("cm")
+}
+
+fn options() -> CmOptions {
+    CmOptions {
         bind: "0.0.0.0:0".parse().expect("address"),
         peer_port: None,
         ..CmOptions::default()
-    };
-    match Cm::start(options) {
-        Ok(cm) => cm,
-        Err(Error::AlreadyStarted) => Cm::global().expect("the process CM"),
-        Err(e) => panic!("cm: {e}"),
     }
 }
 
@@ -187,7 +186,7 @@ async fn application_flows_and_cm_streams_share_the_macroflow_of_a_host() {
         StreamEndpoint::bind(SocketAddr::new(host, 0), StreamOptions::server()).expect("server");
     let client = StreamEndpoint::bind(
         "127.0.0.1:0".parse().expect("address"),
-        StreamOptions::client().with_cm(),
+        StreamOptions::client().with_cm_of(cm.clone()),
     )
     .expect("client");
     let flow = cm.open(SocketAddr::new(host, 9)).await.expect("open");
@@ -210,4 +209,44 @@ async fn application_flows_and_cm_streams_share_the_macroflow_of_a_host() {
     );
     drop(stream);
     flow.close().await;
+}
+
+/// The process CM is a task on the runtime that started it (no thread of its own): it runs
+/// while a handle lives, stops when the last one goes (its probe port is free again), and
+/// the next `Cm::global` starts a new one.
+#[tokio::test]
+async fn the_cm_stops_when_its_last_handle_goes_and_global_starts_anew() {
+    let cm = Cm::new(CmOptions {
+        bind: "127.0.0.1:0".parse().expect("address"),
+        ..options()
+    })
+    .expect("cm");
+    let addr = cm.local_addr();
+    let flow = cm
+        .open(SocketAddr::new(ip("127.0.0.5"), 9))
+        .await
+        .expect("open");
+    drop(cm);
+    // The flow holds the CM.
+    flow.query().await.expect("the flow keeps its CM running");
+    drop(flow);
+    let mut freed = false;
+    for _ in 0..100 {
+        if std::net::UdpSocket::bind(addr).is_ok() {
+            freed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        freed,
+        "the CM's socket was closed when its last handle went"
+    );
+    assert!(matches!(
+        Cm::start(options()),
+        Ok(_) | Err(Error::AlreadyStarted)
+    ));
+    let global = Cm::global().expect("global");
+    assert!(matches!(Cm::start(options()), Err(Error::AlreadyStarted)));
+    drop(global);
 }

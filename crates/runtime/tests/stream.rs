@@ -1,10 +1,15 @@
-//! The stream transport over loopback: bytes arrive exactly, with and without loss, and
-//! streams sharing one CM all complete.
+//! The stream transport over loopback: bytes arrive exactly, with and without loss, streams
+//! sharing one CM all complete, and the lifecycle (drop a stream, drop the endpoint, a slow
+//! reader) ends or bounds things as documented.
 
-use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
+use adaptnet_runtime::cm::{Cm, CmOptions};
+use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions};
+use adaptnet_runtime::{ConnectionError, WriteError};
 use std::collections::hash_map::DefaultHasher;
 use std::hash::Hasher;
-use std::time::Duration;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const EIGHT_MB: usize = 8 << 20;
@@ -255,4 +260,171 @@ async fn server_keeps_no_state_before_a_cookie_is_echoed() {
     incoming.read_to_end(&mut got).await.unwrap();
     assert_eq!(got, b"validated");
     assert_eq!(server.stats().await.unwrap().cookies_sent, 201);
+}
+
+/// Reads `s` to its end: the bytes and how it ended (`Ok`: end of stream).
+async fn drain(mut s: StreamConn) -> (Vec<u8>, std::io::Result<()>) {
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) => return (got, Ok(())),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) => return (got, Err(e)),
+        }
+    }
+}
+
+/// A CM of the test's own on this runtime.
+fn own_cm() -> Cm {
+    Cm::new(CmOptions {
+        bind: "127.0.0.1:0".parse().unwrap(),
+        peer_port: None,
+        ..CmOptions::default()
+    })
+    .expect("cm")
+}
+
+/// A NewReno client and a CM-delegated one.
+fn both_controls() -> [StreamOptions; 2] {
+    [
+        StreamOptions::client(),
+        StreamOptions::client().with_cm_of(own_cm()),
+    ]
+}
+
+/// A server, a client with `client_opts`, and a stream between them.
+async fn connected(client_opts: StreamOptions) -> (StreamEndpoint, StreamEndpoint, StreamConn) {
+    let server =
+        StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), StreamOptions::server()).unwrap();
+    let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
+    let out = client.connect(server.local_addr()).await.expect("connect");
+    (server, client, out)
+}
+
+/// Issue 17: dropping the endpoint mid-transfer closes its streams; the peer sees the end
+/// (the FIN after what was written, or a reset) within a second, and the writer learns
+/// that the endpoint closed. NewReno and CM-delegated alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_endpoint_mid_transfer_ends_the_peer_within_a_second() {
+    for client_opts in both_controls() {
+        let (server, client, mut out) = connected(client_opts).await;
+        let writer = tokio::spawn(async move {
+            let chunk = vec![5u8; 64 << 10];
+            loop {
+                if let Err(e) = out.write_all(&chunk).await {
+                    return e;
+                }
+            }
+        });
+        let incoming = server.accept().await.expect("accept");
+        let reader = tokio::spawn(drain(incoming));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let dropped_at = Instant::now();
+        drop(client);
+        let (got, how) = tokio::time::timeout(Duration::from_secs(1), reader)
+            .await
+            .expect("the peer saw the end within 1 s")
+            .unwrap();
+        eprintln!(
+            "peer saw the end after {:?}: {} bytes, {how:?}",
+            dropped_at.elapsed(),
+            got.len()
+        );
+        assert!(!got.is_empty() && got.iter().all(|&b| b == 5));
+        let e = tokio::time::timeout(Duration::from_secs(1), writer)
+            .await
+            .expect("the writer learnt")
+            .unwrap();
+        let lost = e.get_ref().and_then(|e| e.downcast_ref::<WriteError>());
+        assert!(
+            matches!(
+                lost,
+                Some(WriteError::ConnectionLost(ConnectionError::EndpointClosed))
+            ),
+            "{e:?}"
+        );
+    }
+}
+
+/// Issue 17: dropping the last handle of a stream closes it gracefully: everything written
+/// arrives, then the end of stream, within a second; a clone keeps the stream open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_stream_handle_sends_the_rest_then_the_end() {
+    for client_opts in both_controls() {
+        let (server, client, mut out) = connected(client_opts).await;
+        let data = pattern(1 << 20, 9);
+        out.write_all(&data).await.expect("write");
+        let clone = out.clone();
+        drop(out);
+        let incoming = server.accept().await.expect("accept");
+        let reader = tokio::spawn(drain(incoming));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(!reader.is_finished(), "a clone still holds the stream");
+        let dropped_at = Instant::now();
+        drop(clone);
+        let (got, how) = tokio::time::timeout(Duration::from_secs(1), reader)
+            .await
+            .expect("the peer saw the end within 1 s")
+            .unwrap();
+        eprintln!("end after {:?}", dropped_at.elapsed());
+        how.expect("end of stream, not an error");
+        assert_eq!(hash(&got), hash(&data));
+        // The endpoint keeps working.
+        let mut again = client.connect(server.local_addr()).await.expect("connect");
+        again.write_all(b"x").await.unwrap();
+        drop(client);
+    }
+}
+
+/// Issue 17: a slow reader never makes the bytes held between the two applications grow
+/// past the configured bounds (the sender's buffer, the receiver's window and its read
+/// buffer) — flow control holds the writer — and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_reader_bounds_what_is_held_and_loses_nothing() {
+    const SEND: usize = 256 << 10;
+    const WINDOW: u64 = 256 << 10;
+    const READ: usize = 128 << 10;
+    let mut server_opts = StreamOptions::server();
+    server_opts.core.recv_buffer = WINDOW;
+    server_opts.read_buffer_bytes = READ;
+    let mut client_opts = StreamOptions::client();
+    client_opts.send_buffer_bytes = SEND;
+    let server = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), server_opts).unwrap();
+    let client = StreamEndpoint::bind("127.0.0.1:0".parse().unwrap(), client_opts).unwrap();
+    let data = pattern(4 << 20, 11);
+    let written = Arc::new(AtomicU64::new(0));
+    let mut out = client.connect(server.local_addr()).await.expect("connect");
+    let (w, d) = (written.clone(), data.clone());
+    let writer = tokio::spawn(async move {
+        for chunk in d.chunks(16 << 10) {
+            out.write_all(chunk).await.expect("write");
+            w.fetch_add(chunk.len() as u64, Ordering::SeqCst);
+        }
+        out.shutdown().await.expect("shutdown");
+    });
+    let mut incoming = server.accept().await.expect("accept");
+    let mut got = Vec::new();
+    let mut buf = vec![0u8; 32 << 10];
+    let mut most_held = 0;
+    let bound = (SEND + READ) as u64 + WINDOW + (16 << 10);
+    tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            let n = incoming.read(&mut buf).await.expect("read");
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            let held = written.load(Ordering::SeqCst) - got.len() as u64;
+            most_held = most_held.max(held);
+            assert!(held <= bound, "{held} bytes held > bound {bound}");
+            // A slow application: 32 KB every 2 ms at most.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    })
+    .await
+    .expect("the transfer completes");
+    writer.await.unwrap();
+    eprintln!("most held between the applications: {most_held} B (bound {bound} B)");
+    assert_eq!(hash(&got), hash(&data), "nothing lost");
 }

@@ -36,9 +36,6 @@ pub enum BenchError {
     /// A message transport refused a message.
     #[error(transparent)]
     Send(#[from] SendError),
-    /// The stream transport failed.
-    #[error("stream transport: {0}")]
-    Stream(#[from] adaptnet_runtime::stream::Error),
     /// The server accepted no connection.
     #[error("the server accepted no connection")]
     NotAccepted,

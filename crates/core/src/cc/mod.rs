@@ -82,8 +82,9 @@ pub enum SendPermit {
 }
 
 /// A congestion control algorithm driven by the stream transport. See the module docs for when
-/// each method is called.
-pub trait CongestionController: fmt::Debug {
+/// each method is called. `Send`: an engine may run a connection on any thread (the runtime's
+/// stream endpoints are tasks on the application's runtime).
+pub trait CongestionController: fmt::Debug + Send {
     /// A segment of `bytes` was transmitted; `retransmission` is true for resent data.
     fn on_sent(&mut self, now: Time, bytes: u64, retransmission: bool);
 

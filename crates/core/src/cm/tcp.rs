@@ -27,20 +27,23 @@
 //!
 //! # How a per-connection controller reaches the host-wide CM
 //!
-//! Through a [`CmHandle`], an `Rc<RefCell<CongestionManager>>` shared by the engine and every
+//! Through a [`CmHandle`], an `Arc<Mutex<CongestionManager>>` shared by the engine and every
 //! TCP/CM controller of the host, plus the controller's [`FlowId`]. The alternatives were a
 //! command queue that the engine forwards (the controller would learn of a grant only after an
 //! extra engine round trip, and `send_permit` could never answer `Now` to a grant issued
 //! in the same instant) or making the CM own the connections (a second TCP driver). A shared
-//! handle keeps the stream's synchronous `send_permit` contract, and the engines are
-//! single-threaded per host (the simulator always; the runtime's host daemon can swap the
-//! `Rc<RefCell>` for `Arc<Mutex>` behind the same methods).
+//! handle keeps the stream's synchronous `send_permit` contract. It is `Send` and `Sync`, so
+//! the connections of one host may run on several threads (the runtime's stream endpoints
+//! are tasks on the application's multi-threaded runtime); the simulator is single-threaded
+//! and never finds the lock taken except by its own borrow (below), so its runs do not change.
 //!
 //! Discipline for engines: never hold a borrow of the handle while calling into a connection
 //! (`poll_transmit`, `handle_segment`, `handle_timeout`); the controller borrows it then. A
-//! controller that finds the CM already borrowed answers `Blocked` (it is polled again) and
-//! queues its reports (`cm_notify`, `cm_update`) on the handle; the borrow's [`CmGuard`]
-//! applies them, in order, when it ends. No report is lost to a busy CM.
+//! controller that finds the CM already borrowed — by its own engine, or by another thread —
+//! answers `Blocked` (it is polled again) and queues its reports (`cm_notify`, `cm_update`)
+//! on the handle; the borrow's [`CmGuard`] applies them, in order, when it ends. No report is
+//! lost to a busy CM. (Borrowing the handle twice on one thread is an engine bug: with a
+//! `Mutex` it blocks for good, so keep every borrow to one statement or one small block.)
 //!
 //! After any CM event or timer on a host, the engine re-polls that host's connections: a
 //! controller answers `Blocked` until its grant arrives (see `cc::SendPermit::Blocked`).
@@ -53,9 +56,9 @@ use super::{
 };
 use crate::cc::{AckInfo, CongestionController, CongestionSignal, SendPermit};
 use crate::time::Time;
-use std::cell::{Ref, RefCell, RefMut};
 use std::collections::VecDeque;
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 /// Most controller reports (`cm_notify`, `cm_update`) waiting for the CM while an engine holds
@@ -73,9 +76,26 @@ enum Deferred {
 
 #[derive(Debug)]
 struct Shared {
-    cm: RefCell<CongestionManager>,
-    deferred: RefCell<VecDeque<Deferred>>,
-    dropped: std::cell::Cell<u64>,
+    cm: Mutex<CongestionManager>,
+    /// Reports waiting for the CM. Taken only while `cm` is held or in `report`'s fallback,
+    /// never the other way round (no lock-order cycle).
+    deferred: Mutex<VecDeque<Deferred>>,
+    dropped: AtomicU64,
+}
+
+/// A panic while the CM was held leaves its state as consistent as the panicking call left
+/// it; later calls keep using it rather than poisoning every connection of the host.
+fn relock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The lock if nobody holds it (a poisoned lock counts as free, see [`relock`]).
+fn try_relock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 /// A shared handle to a host's [`CongestionManager`].
@@ -84,12 +104,12 @@ struct Shared {
 /// is queued on the handle and applied, in order, by the [`CmGuard`] of the borrow when it
 /// ends (or by the next controller call that finds the CM free).
 #[derive(Clone, Debug)]
-pub struct CmHandle(Rc<Shared>);
+pub struct CmHandle(Arc<Shared>);
 
 /// A mutable borrow of the CM; on drop it applies the reports controllers queued meanwhile.
 #[derive(Debug)]
 pub struct CmGuard<'a> {
-    cm: RefMut<'a, CongestionManager>,
+    cm: MutexGuard<'a, CongestionManager>,
     shared: &'a Shared,
 }
 
@@ -116,7 +136,7 @@ impl Shared {
     fn apply_deferred(&self, cm: &mut CongestionManager) {
         // Reports are only queued while the CM is borrowed, and this runs inside the borrow:
         // nothing is queued while the queue is drained.
-        let queued: Vec<Deferred> = self.deferred.borrow_mut().drain(..).collect();
+        let queued: Vec<Deferred> = relock(&self.deferred).drain(..).collect();
         for d in queued {
             // A report for a flow closed meanwhile is moot.
             let _ = match d {
@@ -129,18 +149,18 @@ impl Shared {
     /// Applies `report` now if the CM is free, else queues it. Returns false only if the
     /// CM refused it (unknown flow) or the queue was full.
     fn report(&self, report: Deferred) -> bool {
-        match self.cm.try_borrow_mut() {
-            Ok(mut cm) => {
+        match try_relock(&self.cm) {
+            Some(mut cm) => {
                 self.apply_deferred(&mut cm);
                 match report {
                     Deferred::Notify(now, flow, bytes) => cm.notify(now, flow, bytes).is_ok(),
                     Deferred::Update(now, flow, fb) => cm.update(now, flow, fb).is_ok(),
                 }
             }
-            Err(_) => {
-                let mut q = self.deferred.borrow_mut();
+            None => {
+                let mut q = relock(&self.deferred);
                 if q.len() >= MAX_DEFERRED_REPORTS {
-                    self.dropped.set(self.dropped.get() + 1);
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
                     return false;
                 }
                 q.push_back(report);
@@ -153,22 +173,25 @@ impl Shared {
 impl CmHandle {
     /// Wraps a CM.
     pub fn new(cm: CongestionManager) -> CmHandle {
-        CmHandle(Rc::new(Shared {
-            cm: RefCell::new(cm),
-            deferred: RefCell::new(VecDeque::new()),
-            dropped: std::cell::Cell::new(0),
+        CmHandle(Arc::new(Shared {
+            cm: Mutex::new(cm),
+            deferred: Mutex::new(VecDeque::new()),
+            dropped: AtomicU64::new(0),
         }))
     }
 
-    /// Borrows the CM. Panics if it is mutably borrowed — an engine bug, see the module docs.
-    pub fn borrow(&self) -> Ref<'_, CongestionManager> {
-        self.0.cm.borrow()
+    /// Borrows the CM (to read it). The same guard as [`CmHandle::borrow_mut`]: waits while
+    /// another thread holds it; never call it while this thread holds it (see the module
+    /// docs).
+    pub fn borrow(&self) -> CmGuard<'_> {
+        self.borrow_mut()
     }
 
-    /// Borrows the CM mutably. Panics if it is already borrowed — an engine bug. Reports
-    /// queued by controllers meanwhile are applied when the guard is dropped.
+    /// Borrows the CM mutably, waiting while another thread holds it; never call it while
+    /// this thread holds it (an engine bug, see the module docs). Reports queued by
+    /// controllers meanwhile are applied now and when the guard is dropped.
     pub fn borrow_mut(&self) -> CmGuard<'_> {
-        let mut cm = self.0.cm.borrow_mut();
+        let mut cm = relock(&self.0.cm);
         self.0.apply_deferred(&mut cm);
         CmGuard {
             cm,
@@ -178,17 +201,17 @@ impl CmHandle {
 
     /// Reports waiting for the CM (for tests and diagnostics).
     pub fn deferred_reports(&self) -> usize {
-        self.0.deferred.borrow().len()
+        relock(&self.0.deferred).len()
     }
 
     /// Reports dropped because the wait queue was full (zero unless an engine held the CM
     /// across tens of thousands of controller calls).
     pub fn dropped_reports(&self) -> u64 {
-        self.0.dropped.get()
+        self.0.dropped.load(Ordering::Relaxed)
     }
 
     fn try_with<R>(&self, f: impl FnOnce(&mut CongestionManager) -> R) -> Option<R> {
-        let mut cm = self.0.cm.try_borrow_mut().ok()?;
+        let mut cm = try_relock(&self.0.cm)?;
         self.0.apply_deferred(&mut cm);
         Some(f(&mut cm))
     }
@@ -380,11 +403,7 @@ impl CongestionController for CmController {
     }
 
     fn window(&self) -> u64 {
-        self.cm
-            .0
-            .cm
-            .try_borrow()
-            .ok()
+        try_relock(&self.cm.0.cm)
             .and_then(|cm| {
                 let q = cm.query(self.flow).ok()?;
                 let srtt = q.srtt?.as_secs_f64();

@@ -438,6 +438,13 @@ impl SppSender {
         out
     }
 
+    /// The peer answered again after a silence (see [`crate::session::Liveness`]): the
+    /// retransmission timer's backoff, grown while nothing could be answered, starts over,
+    /// so what is still in flight is resent within one RTO rather than after minutes.
+    pub fn on_peer_back(&mut self) {
+        self.backoffs = 0;
+    }
+
     /// Packets in flight.
     pub fn in_flight_packets(&self) -> usize {
         self.in_flight.len()

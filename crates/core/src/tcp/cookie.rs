@@ -123,6 +123,29 @@ impl SynCookies {
         c.poll_transmit(now)
     }
 
+    /// Whether `ack` from `peer` echoes a cookie this endpoint issued (this token epoch or
+    /// the previous one), without building anything: a caller can check before it spends
+    /// on a connection (a CM flow, say). [`SynCookies::accept`] checks the same.
+    pub fn is_valid(&self, now: Time, peer: SocketAddr, ack: &TcpRepr) -> bool {
+        self.check(now, peer, ack).is_some()
+    }
+
+    /// The option code of a valid cookie ACK.
+    fn check(&self, now: Time, peer: SocketAddr, ack: &TcpRepr) -> Option<u32> {
+        if !ack.flags.ack || ack.flags.syn || ack.flags.rst {
+            return None;
+        }
+        let iss = ack.ack.wrapping_sub(1);
+        let client_isn = ack.seq.wrapping_sub(1);
+        let code = (iss >> MAC_BITS) & 0x3ff;
+        let current = self.tokens.epoch(now);
+        let epoch = [current, current.wrapping_sub(1)]
+            .into_iter()
+            .find(|e| (e & 1) == (iss >> 31))?;
+        let expected = self.cookie(epoch, peer, (ack.src_port, ack.dst_port), client_isn, code);
+        (expected == iss).then_some(code)
+    }
+
     /// An ACK from `peer` for no connection: if it acknowledges a cookie this endpoint issued
     /// (this token epoch or the previous one), the connection its handshake completes, in the
     /// state of one that sent its SYN-ACK; hand it `ack` next as any segment. `None`
@@ -135,20 +158,9 @@ impl SynCookies {
         config: &TcpConfig,
         cc: Box<dyn CongestionController>,
     ) -> Option<Connection> {
-        if !ack.flags.ack || ack.flags.syn || ack.flags.rst {
-            return None;
-        }
+        let code = self.check(now, peer, ack)?;
         let iss = ack.ack.wrapping_sub(1);
         let client_isn = ack.seq.wrapping_sub(1);
-        let code = (iss >> MAC_BITS) & 0x3ff;
-        let current = self.tokens.epoch(now);
-        let epoch = [current, current.wrapping_sub(1)]
-            .into_iter()
-            .find(|e| (e & 1) == (iss >> 31))?;
-        let expected = self.cookie(epoch, peer, (ack.src_port, ack.dst_port), client_isn, code);
-        if expected != iss {
-            return None;
-        }
         let opts = SynOptions::from_code(code);
         // The SYN the cookie stands for.
         let syn = TcpRepr {

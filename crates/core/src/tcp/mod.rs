@@ -27,6 +27,7 @@
 
 pub mod bytes;
 pub mod cookie;
+pub mod endpoint;
 pub mod options;
 mod ranges;
 mod recv;
@@ -220,6 +221,19 @@ pub struct Connection {
     send_closed_signalled: bool,
     peer_closed_signalled: bool,
     events: VecDeque<TcpEvent>,
+    abort_reason: Option<AbortReason>,
+}
+
+/// Why a connection was aborted ([`TcpEvent::Aborted`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AbortReason {
+    /// The peer sent a reset.
+    Reset,
+    /// `max_retries` retransmission timeouts in a row went unanswered (RFC 9293 §3.8.3's
+    /// R2).
+    TimedOut,
+    /// The congestion controller asked to close (ELFN's or ADTCP's disconnection policy).
+    Controller,
 }
 
 /// The RFC 7323 §5.4 timestamp clock: milliseconds, wrapping modulo 2^32 (the truncation is
@@ -305,6 +319,7 @@ impl Connection {
             send_closed_signalled: false,
             peer_closed_signalled: false,
             events: VecDeque::new(),
+            abort_reason: None,
         }
     }
 
@@ -365,7 +380,7 @@ impl Connection {
             return;
         }
         if repr.flags.rst {
-            self.abort();
+            self.abort(AbortReason::Reset);
             return;
         }
         if repr.flags.syn {
@@ -497,9 +512,10 @@ impl Connection {
         self.events.push_back(TcpEvent::Connected);
     }
 
-    fn abort(&mut self) {
+    fn abort(&mut self, why: AbortReason) {
         if self.state != State::Aborted {
             self.state = State::Aborted;
+            self.abort_reason = Some(why);
             self.events.push_back(TcpEvent::Aborted);
         }
     }
@@ -665,7 +681,7 @@ impl Connection {
             return;
         }
         if self.send.backoffs() >= self.config.max_retries {
-            self.abort();
+            self.abort(AbortReason::TimedOut);
             return;
         }
         match self.state {
@@ -677,7 +693,7 @@ impl Connection {
             State::Established => {
                 self.send.on_rto(now, &mut self.stats);
                 if self.send.cc().close_requested() {
-                    self.abort();
+                    self.abort(AbortReason::Controller);
                 }
             }
             State::Aborted => {}
@@ -748,6 +764,11 @@ impl Connection {
     /// Connection state.
     pub fn state(&self) -> State {
         self.state
+    }
+
+    /// Why the connection was aborted, once it was.
+    pub fn abort_reason(&self) -> Option<AbortReason> {
+        self.abort_reason
     }
 
     /// The handshake has completed and the connection is not aborted.

@@ -102,6 +102,25 @@ const OPT_TIMESTAMPS: u8 = 8;
 const MAX_OPTIONS_LEN: usize = 40;
 
 impl TcpRepr {
+    /// A header without options or payload (an ACK, FIN or reset of its own): ports,
+    /// numbers, flags, and a zero window.
+    pub fn control(src_port: u16, dst_port: u16, seq: u32, ack: u32, flags: Flags) -> TcpRepr {
+        TcpRepr {
+            src_port,
+            dst_port,
+            seq,
+            ack,
+            flags,
+            window: 0,
+            mss: None,
+            window_scale: None,
+            sack_permitted: false,
+            sack: SackBlocks::EMPTY,
+            timestamps: None,
+            adtcp: None,
+        }
+    }
+
     /// Bytes `emit` writes: the fixed header plus options padded to 32 bits.
     pub fn buffer_len(&self) -> usize {
         let blocks = self.emitted_sack().len();
@@ -142,6 +161,12 @@ impl TcpRepr {
 
     /// Parses a header; the bytes after the header (payload) are ignored.
     pub fn parse(buf: &[u8]) -> Result<TcpRepr, WireError> {
+        TcpRepr::parse_segment(buf).map(|(repr, _)| repr)
+    }
+
+    /// Parses a whole segment: the header, and the payload after it (the data offset says
+    /// where it starts, RFC 9293 §3.1).
+    pub fn parse_segment(buf: &[u8]) -> Result<(TcpRepr, &[u8]), WireError> {
         let mut r = Reader::new(buf);
         let src_port = r.u16()?;
         let dst_port = r.u16()?;
@@ -203,7 +228,7 @@ impl TcpRepr {
                 }
             }
         }
-        Ok(TcpRepr {
+        let repr = TcpRepr {
             src_port,
             dst_port,
             seq,
@@ -216,7 +241,9 @@ impl TcpRepr {
             sack,
             timestamps,
             adtcp,
-        })
+        };
+        // The reader consumed exactly `header_len` bytes above.
+        Ok((repr, buf.get(header_len..).unwrap_or_default()))
     }
 
     /// Writes the header into `buf`, which must hold `buffer_len()` bytes.

@@ -2,11 +2,15 @@
 //! process, shared by every flow the process opens to a destination host — application flows
 //! opened here and the CM-delegated streams of [`crate::stream`] alike.
 //!
-//! [`Cm::global`] starts it lazily: a thread owning core's
+//! [`Cm::global`] starts it lazily: a task on the caller's tokio runtime (the crate's one
+//! driver loop, no thread of its own) owning core's
 //! [`CongestionManager`](adaptnet_core::cm::CongestionManager) (every CM decision is core's),
-//! its receiver-side [`CmReceiver`] and a UDP socket
-//! for the probe/response protocol of papers/003 §2.2.2 between hosts ([`PROBE_PORT`]).
-//! Handles are cheap to clone and work from any runtime.
+//! its receiver-side `CmReceiver` and a UDP socket for the probe/response protocol of
+//! papers/003 §2.2.2 between hosts ([`PROBE_PORT`]). Handles are cheap to clone and `Send`;
+//! the task stops when the last handle — a [`Cm`], a [`CmFlow`], a CM-delegated
+//! [`StreamEndpoint`](crate::stream::StreamEndpoint) — is gone, and the next
+//! [`Cm::global`] starts a new one. [`Cm::new`] makes a CM of its own (not the process's),
+//! for applications and tests that run several runtimes.
 //!
 //! | papers/003 Figure 8, RFC 3124 | here |
 //! |---|---|
@@ -49,15 +53,15 @@
 pub(crate) mod host;
 
 use crate::clock::Clock;
-use adaptnet_core::cm::receiver::CmReceiver;
+use crate::driver::{self, Timekeeper};
 use adaptnet_core::cm::{
     CmConfig, CmError, Feedback, FlowId, FlowKey, FlowOptions, FlowQuery, Request, Thresholds,
 };
+use adaptnet_core::cm::{CmHandle, CongestionManager};
 use host::{HostShared, Route};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -65,8 +69,12 @@ use tokio::sync::{mpsc, oneshot, watch};
 /// The UDP port of every host's CM control traffic (probes and responses): RFC 3124's number,
 /// as in the simulator.
 pub const PROBE_PORT: u16 = 3124;
-/// Commands waiting for the CM host.
-const COMMAND_QUEUE: usize = 1024;
+/// Calls of application flows waiting for the CM; callers wait beyond. (A constant, not a
+/// [`CmOptions`] field: `CmOptions` is built field by field by its users, and the daemon's
+/// CM speaks the same API.)
+pub const COMMAND_QUEUE_LEN: usize = 1024;
+/// How long a stopping CM host waits for its last probes to leave.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_millis(200);
 /// Notices (grants, expiries) waiting for one application flow; beyond, grants are declined
 /// back to the macroflow (`cm_notify(0)`).
 pub const NOTICE_QUEUE: usize = 256;
@@ -137,9 +145,6 @@ type Opened = (
     mpsc::Receiver<Notice>,
     watch::Receiver<Option<RateChange>>,
 );
-/// Work run on the host thread with its state (stream drivers start this way).
-type Spawn = Box<dyn FnOnce(Rc<HostShared>) + Send>;
-
 /// Requests from handles to the host.
 pub(crate) enum Command {
     Open {
@@ -176,12 +181,10 @@ pub(crate) enum Command {
         flow: FlowId,
         reply: Option<oneshot::Sender<()>>,
     },
-    Spawn(Spawn),
 }
 
-/// Runs one command on the host thread.
-pub(crate) fn handle_command(host: &Rc<HostShared>, cmd: Command) {
-    let now = host.clock.now();
+/// Runs one command of an application flow.
+pub(crate) fn handle_command(host: &HostShared, now: adaptnet_core::Time, cmd: Command) {
     match cmd {
         Command::Open {
             dest,
@@ -242,101 +245,132 @@ pub(crate) fn handle_command(host: &Rc<HostShared>, cmd: Command) {
                 let _ = r.send(());
             }
         }
-        Command::Spawn(f) => f(host.clone()),
     }
 }
 
-/// A handle to the process's CM.
+/// A handle to a CM (the process's, [`Cm::global`], or one of its own, [`Cm::new`]). Clones
+/// share it; the CM stops when the last handle (flows and CM-delegated stream endpoints hold
+/// one) is gone.
 #[derive(Clone, Debug)]
-pub struct Cm {
+pub struct Cm(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
     cmd: mpsc::Sender<Command>,
     local_addr: SocketAddr,
-    clock: Clock,
-    receiver: Arc<Mutex<CmReceiver>>,
+    host: Arc<HostShared>,
 }
 
-fn lock(m: &Mutex<CmReceiver>) -> MutexGuard<'_, CmReceiver> {
-    // A panic while holding the lock leaves plain counters; keep using them.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.host.driver.request_stop();
+    }
 }
 
-static GLOBAL: OnceLock<Cm> = OnceLock::new();
-static STARTING: Mutex<()> = Mutex::new(());
+/// The process CM while a handle of it lives.
+static GLOBAL: Mutex<Weak<Inner>> = Mutex::new(Weak::new());
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
+fn global_slot() -> MutexGuard<'static, Weak<Inner>> {
+    GLOBAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The running process CM, if a handle of it lives and its task still runs (the runtime
+/// that ran it may have shut down).
+fn running(slot: &Weak<Inner>) -> Option<Cm> {
+    slot.upgrade()
+        .filter(|inner| !inner.host.driver.is_done())
+        .map(Cm)
+}
+
 impl Cm {
-    /// The process CM, started with [`CmOptions::default`] on first use. If the probe port
-    /// is taken (another CM process on this host), it binds an ephemeral port instead: its
-    /// flows still probe their peers, but other hosts' probes cannot reach it.
+    /// The process CM, started with [`CmOptions::default`] on the current tokio runtime if
+    /// none runs. If the probe port is taken (another CM process on this host), it binds an
+    /// ephemeral port instead: its flows still probe their peers, but other hosts' probes
+    /// cannot reach it. Call inside a tokio runtime; the CM runs on the runtime that started
+    /// it, so a program with one runtime has one CM.
     pub fn global() -> Result<Cm, Error> {
-        if let Some(cm) = GLOBAL.get() {
-            return Ok(cm.clone());
+        let mut slot = global_slot();
+        if let Some(cm) = running(&slot) {
+            return Ok(cm);
         }
-        match Cm::start(CmOptions::default()) {
-            Ok(cm) => Ok(cm),
-            Err(Error::AlreadyStarted) => GLOBAL.get().cloned().ok_or(Error::Closed),
-            Err(Error::Io(e)) => {
+        let cm = match Cm::new(CmOptions::default()) {
+            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse => {
                 tracing::warn!(
                     "cm: probe port {PROBE_PORT} unavailable ({e}); using an ephemeral port"
                 );
-                let options = CmOptions {
+                Cm::new(CmOptions {
                     bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
                     ..CmOptions::default()
-                };
-                match Cm::start(options) {
-                    Err(Error::AlreadyStarted) => GLOBAL.get().cloned().ok_or(Error::Closed),
-                    r => r,
-                }
+                })?
             }
-            Err(e) => Err(e),
-        }
+            r => r?,
+        };
+        *slot = Arc::downgrade(&cm.0);
+        Ok(cm)
     }
 
-    /// Starts the process CM with `options`; [`Error::AlreadyStarted`] once it runs.
+    /// Starts the process CM with `options` on the current tokio runtime;
+    /// [`Error::AlreadyStarted`] while one runs.
     pub fn start(options: CmOptions) -> Result<Cm, Error> {
-        let _guard = STARTING
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if GLOBAL.get().is_some() {
+        let mut slot = global_slot();
+        if running(&slot).is_some() {
             return Err(Error::AlreadyStarted);
         }
-        let (cmd, commands) = mpsc::channel(COMMAND_QUEUE);
-        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel(1);
+        let cm = Cm::new(options)?;
+        *slot = Arc::downgrade(&cm.0);
+        Ok(cm)
+    }
+
+    /// A CM of its own (not the process CM) with `options`, as a task on the current tokio
+    /// runtime. Its flows and streams share it only with each other.
+    pub fn new(options: CmOptions) -> Result<Cm, Error> {
+        tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::Io(std::io::Error::other(
+                "the CM must be started inside a tokio runtime",
+            ))
+        })?;
+        let socket = std::net::UdpSocket::bind(options.bind)?;
+        socket.set_nonblocking(true)?;
+        let socket = tokio::net::UdpSocket::from_std(socket)?;
+        let local_addr = socket.local_addr()?;
+        let (cmd, commands) = mpsc::channel(COMMAND_QUEUE_LEN);
         let clock = Clock::new();
-        let receiver = Arc::new(Mutex::new(CmReceiver::new()));
-        let host_receiver = receiver.clone();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name("adaptnet-cm".into())
-            .spawn(move || {
-                let local = tokio::task::LocalSet::new();
-                local.block_on(
-                    &rt,
-                    host::run(options, clock, host_receiver, commands, ready_tx),
-                );
-            })?;
-        let local_addr = ready_rx.recv().map_err(|_| Error::Closed)??;
-        let cm = Cm {
+        let shared = driver::Shared::new();
+        let cm = CmHandle::new(CongestionManager::new(options.config.clone()));
+        let peer_port = options.peer_port.unwrap_or(local_addr.port());
+        let host = Arc::new(HostShared::new(cm, clock, shared.clone(), peer_port));
+        let proto = host::CmDriver::new(host.clone(), socket);
+        tokio::spawn(driver::run(
+            proto,
+            Timekeeper::new(clock),
+            commands,
+            shared,
+            SHUTDOWN_TIMEOUT,
+        ));
+        Ok(Cm(Arc::new(Inner {
             cmd,
             local_addr,
-            clock,
-            receiver,
-        };
-        // Only `start` sets it, under the lock.
-        let _ = GLOBAL.set(cm.clone());
-        Ok(cm)
+            host,
+        })))
+    }
+
+    /// The CM's host state (stream drivers call the CM through it).
+    pub(crate) fn host(&self) -> &Arc<HostShared> {
+        &self.0.host
     }
 
     /// Where the probe protocol's socket is bound.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.0.local_addr
     }
 
     async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
         let (reply, rx) = oneshot::channel();
-        self.cmd
+        self.0
+            .cmd
             .send(make(reply))
             .await
             .map_err(|_| Error::Closed)?;
@@ -382,25 +416,15 @@ impl Cm {
     /// each packet arrives: a count made after the sender's next probe reached this host is
     /// reported in the next interval, and the sender reads the interval it missed as loss.
     pub fn received(&self, from: IpAddr, key: FlowKey, bytes: u64) {
-        let now = self.clock.now();
-        lock(&self.receiver).handle_data(
+        let host = &self.0.host;
+        let now = host.clock.now();
+        host::lock(&host.receiver).handle_data(
             now,
             adaptnet_core::cm::PeerAddr::from(from),
             key,
             bytes,
             false,
         );
-    }
-
-    /// Runs `f` on the CM host thread (stream drivers start this way); fails if the host's
-    /// command queue is full or the host stopped.
-    pub(crate) fn spawn(
-        &self,
-        f: impl FnOnce(Rc<HostShared>) + Send + 'static,
-    ) -> Result<(), Error> {
-        self.cmd
-            .try_send(Command::Spawn(Box::new(f)))
-            .map_err(|_| Error::Closed)
     }
 }
 
@@ -545,7 +569,7 @@ impl Drop for CmFlow {
         if !self.closed {
             // Best effort without waiting; a full queue leaves the flow to be closed when
             // the process ends.
-            let _ = self.cm.cmd.try_send(Command::Close {
+            let _ = self.cm.0.cmd.try_send(Command::Close {
                 flow: self.id,
                 reply: None,
             });

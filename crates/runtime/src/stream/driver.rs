@@ -1,605 +1,285 @@
-//! The endpoint's driver: one task owns the socket and every stream's core [`Connection`]
-//! and byte buffers; with [`Congestion::Cm`] it runs on the process CM's thread and its
-//! streams' controllers use that CM. After any input it services every stream — take new
-//! bytes from the writer, free acknowledged ones, hand delivered ones to the reader, fire
-//! timers, drain `poll_transmit` and `poll_event` — then the CM's events, and sleeps until the
-//! earliest `poll_timeout` (the CM's own timers run in the CM host's task, which wakes the
-//! driver when one of its streams is granted).
+//! The stream endpoint's [`Protocol`]: core's TCP [`Endpoint`] over one UDP socket, one
+//! segment per datagram. Datagrams in (a few `recvmmsg` batches per wake-up, each at its
+//! kernel arrival time), datagrams out (in batches, stopping where the socket is full), the
+//! application's bytes between its handles' queues and core, and core's events to the
+//! handles. No protocol decision is made here.
+//!
+//! Under the CM, the endpoint's connections call the CM synchronously (core's `cm::tcp`),
+//! and after sending the driver pumps the CM's events: a grant to one of its own streams
+//! sends again at once, one to another endpoint's stream wakes that endpoint's driver.
 
-use super::StreamStats;
-use super::{Command, Error, LISTEN_PORT, Shared, StreamConn, StreamOptions, lock};
-use crate::clock::Clock;
-use crate::cm::host::{HostShared, Route};
+use super::conn::{Buffers, Port, lock};
+use super::{Command, Congestion, LISTEN_PORT, StreamConn, StreamOptions, StreamStats};
+use crate::cm::Cm;
+use crate::cm::host::Route;
+use crate::driver::{self, Protocol, Shared, Timekeeper};
+use crate::error::{ConnectError, ConnectionError};
 use crate::udp::{Datagram, UdpIo, UdpIoConfig};
 use adaptnet_core::Time;
-use adaptnet_core::cm::{CmController, CmHandle, FlowId, FlowKey, PeerAddr};
+use adaptnet_core::session::CloseReason;
 use adaptnet_core::session::token::TokenConfig;
-use adaptnet_core::tcp::bytes::ReceiveRing;
-use adaptnet_core::tcp::cookie::SynCookies;
-use adaptnet_core::tcp::{Connection, State, TcpEvent, TcpRepr};
+use adaptnet_core::tcp::endpoint::{
+    self as core_ep, ConnectionHandle, Endpoint, EndpointConfig, EndpointEvent, Listen,
+};
+use adaptnet_core::tcp::{AbortReason, wire::MAX_HEADER_LEN};
 use rand::RngExt;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
-use std::rc::Rc;
-use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, mpsc, oneshot};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
 
-/// Receive batches (`recvmmsg` calls) per wake-up before servicing (bounds one unit of
-/// work).
+/// Receive batches (`recvmmsg` calls) per wake-up before the loop attends to timers and
+/// commands again.
 const RECV_BATCHES: usize = 2;
-/// Room for the TCP header and options above the MSS in one datagram.
-const MAX_HEADER_BYTES: usize = 60;
-/// Service rounds (every stream polled) per wake-up while the CM keeps granting; beyond,
-/// the driver wakes itself at once (bounds one unit of work).
-const MAX_SERVICE_ROUNDS: usize = 8;
+/// Datagrams sent per wake-up before the loop attends to commands, input and timers again.
+const FLUSH_DATAGRAMS: usize = 256;
+/// Send rounds per wake-up while the CM keeps granting this endpoint's streams; beyond, the
+/// driver comes back at once (bounds one unit of work).
+const MAX_CM_ROUNDS: usize = 8;
 /// Largest datagram accepted or built.
 const MAX_DATAGRAM: usize = 65_535;
 
-/// (peer endpoint, our TCP port, its TCP port).
-type Key = (SocketAddr, u16, u16);
-
-struct Slot {
-    conn: Connection,
-    shared: Arc<Mutex<Shared>>,
-    /// The peer's initial sequence number, once its SYN is seen.
-    irs: Option<u32>,
-    iss: u32,
-    ring: ReceiveRing,
-    /// Bytes passed to `Connection::write`.
-    written: u64,
-    close_called: bool,
-    flow: Option<FlowId>,
-    seeded: bool,
-    /// A client's pending `connect`.
-    connecting: Option<oneshot::Sender<Result<StreamConn, Error>>>,
-    /// An incoming stream not yet handed to `accept`.
-    incoming: bool,
-    /// When the stream finished (both directions closed, or aborted).
-    done_at: Option<Time>,
+/// Moves what the application wrote on stream `h` to core (which keeps it until
+/// acknowledged).
+fn hand_over(endpoint: &mut Endpoint<SocketAddr>, h: ConnectionHandle, b: &mut Buffers) {
+    if !b.pending.is_empty() {
+        let (front, back) = b.pending.as_slices();
+        let _ = endpoint.write(h, front);
+        let _ = endpoint.write(h, back);
+        b.pending.clear();
+    }
 }
 
-pub(super) struct Driver {
+type ConnectReply = oneshot::Sender<Result<StreamConn, ConnectError>>;
+
+pub(super) struct StreamDriver {
     io: UdpIo,
+    endpoint: Endpoint<SocketAddr>,
     options: StreamOptions,
-    clock: Clock,
-    cm: Option<CmHandle>,
-    /// The process CM's host (CM-delegated endpoints only).
-    host: Option<Rc<HostShared>>,
-    slots: HashMap<Key, Slot>,
+    shared: Arc<Shared>,
     incoming: mpsc::Sender<StreamConn>,
-    kick: Arc<Notify>,
-    next_port: u16,
-    out: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// The CM the streams run under (kept alive while the endpoint runs).
+    cm: Option<Cm>,
+    ports: HashMap<ConnectionHandle, Port>,
+    connecting: HashMap<ConnectionHandle, (SocketAddr, ConnectReply)>,
     stats: StreamStats,
     sent_count: u64,
-    /// Service rounds so far (rotates the service order).
-    rounds: usize,
-    /// A listening endpoint's SYN cookies (a fresh secret per endpoint).
-    cookies: SynCookies,
-    /// The last receive batch, copied out of the socket's buffers.
-    rx: RxBatch,
+    /// The last flush stopped at its budget: core may have more to send now.
+    more_output: bool,
+    /// The last time handed to core (for `finish`, which has none).
+    last_now: Time,
 }
 
-/// Datagrams of one receive batch, back to back, with their sources.
-#[derive(Default)]
-struct RxBatch {
-    bytes: Vec<u8>,
-    datagrams: Vec<(SocketAddr, std::ops::Range<usize>)>,
-}
-
-impl Driver {
+impl StreamDriver {
     pub(super) fn new(
-        socket: std::net::UdpSocket,
+        socket: tokio::net::UdpSocket,
         options: StreamOptions,
         incoming: mpsc::Sender<StreamConn>,
-        host: Option<Rc<HostShared>>,
-    ) -> std::io::Result<Driver> {
+        shared: Arc<Shared>,
+        cm: Option<Cm>,
+    ) -> io::Result<(StreamDriver, Timekeeper)> {
         // Every segment may share a GSO run: TCP measures nothing from packet spacing.
         let max_datagram_bytes = usize::from(options.core.mss)
-            .saturating_add(MAX_HEADER_BYTES)
+            .saturating_add(MAX_HEADER_LEN)
             .min(MAX_DATAGRAM);
         let io = UdpIo::new(
-            tokio::net::UdpSocket::from_std(socket)?,
+            socket,
             UdpIoConfig {
                 buffer_bytes: options.socket_buffer_bytes,
                 gso: true,
                 max_datagram_bytes,
             },
         )?;
-        // One clock for the CM and every driver that calls it: its inputs' `now` must not
-        // go backwards.
-        let clock = host.as_ref().map_or_else(Clock::new, |h| h.clock);
-        Ok(Driver {
+        let congestion = match (&options.congestion, &cm) {
+            (_, Some(cm)) => core_ep::Congestion::Cm(cm.host().cm.clone()),
+            (Congestion::Adtcp(config), None) => core_ep::Congestion::Adtcp(*config),
+            _ => core_ep::Congestion::NewReno,
+        };
+        let listen = if options.server {
+            Listen::Cookies {
+                port: LISTEN_PORT,
+                // A fresh secret per endpoint.
+                tokens: TokenConfig::new(rand::rng().random()),
+            }
+        } else {
+            Listen::Off
+        };
+        let endpoint = Endpoint::new(EndpointConfig {
+            listen,
+            max_connections: options.max_connections,
+            linger: Some(options.linger),
+            congestion,
+            ..EndpointConfig::client(options.core.clone())
+        });
+        // One clock for the CM and every driver that calls it: its inputs' `now` must not go
+        // backwards.
+        let clock = cm
+            .as_ref()
+            .map_or_else(crate::clock::Clock::new, |c| c.host().clock);
+        let driver = StreamDriver {
             io,
+            endpoint,
             options,
-            clock,
-            cm: host.as_ref().map(|h| h.cm.clone()),
-            host,
-            slots: HashMap::new(),
+            shared,
             incoming,
-            kick: Arc::new(Notify::new()),
-            next_port: LISTEN_PORT + 1,
-            out: VecDeque::new(),
+            cm,
+            ports: HashMap::new(),
+            connecting: HashMap::new(),
             stats: StreamStats::default(),
             sent_count: 0,
-            rounds: 0,
-            cookies: SynCookies::new(TokenConfig::new(rand::rng().random())),
-            rx: RxBatch::default(),
-        })
-    }
-
-    pub(super) async fn run(
-        mut self,
-        mut cmd: mpsc::Receiver<Command>,
-        mut stop: oneshot::Receiver<()>,
-    ) {
-        loop {
-            let deadline = self.poll_timeout().map(|t| self.clock.instant_of(t));
-            let sleep = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d.into()).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let stalled = self.io.stalled();
-            tokio::select! {
-                r = self.io.readable() => {
-                    if r.is_err() {
-                        break;
-                    }
-                    self.receive();
-                }
-                // The socket took the last batch only in part: send the rest when it can.
-                w = self.io.writable(), if stalled => {
-                    if w.is_err() {
-                        break;
-                    }
-                }
-                c = cmd.recv() => match c {
-                    Some(c) => self.handle_command(c),
-                    None => break,
-                },
-                () = self.kick.notified() => {}
-                () = sleep => {}
-                _ = &mut stop => break,
-            }
-            self.service();
-            if self.flush().is_err() {
-                break;
-            }
-        }
-        let now = self.clock.now();
-        for slot in self.slots.values() {
-            let mut s = lock(&slot.shared);
-            s.aborted = true;
-            s.wake_all();
-            drop(s);
-            if let Some(flow) = slot.flow {
-                self.close_flow(now, flow);
-            }
-        }
-    }
-
-    /// `cm_close` for a stream's flow, and no more events for it.
-    fn close_flow(&self, now: Time, flow: FlowId) {
-        if let (Some(host), Some(cm)) = (&self.host, &self.cm) {
-            host.unroute(flow);
-            let _ = cm.borrow_mut().close(now, flow);
-            host.wake.notify_one();
-        }
-    }
-
-    fn poll_timeout(&self) -> Option<Time> {
-        // The CM's timers are the CM host's; it wakes this driver for its streams' grants.
-        let mut t: Option<Time> = None;
-        for slot in self.slots.values() {
-            let next = slot.conn.poll_timeout();
-            let linger = slot.done_at.map(|d| d + self.options.linger);
-            for x in [next, linger].into_iter().flatten() {
-                t = Some(t.map_or(x, |t| t.min(x)));
-            }
-        }
-        t
-    }
-
-    fn new_shared(&self) -> Arc<Mutex<Shared>> {
-        Arc::new(Mutex::new(Shared {
-            send_cap: self.options.send_buffer_bytes.max(1),
-            rx_cap: self.options.read_buffer_bytes.max(1),
-            ..Shared::default()
-        }))
-    }
-
-    fn controller(
-        &self,
-        now: Time,
-        peer: SocketAddr,
-        key: Key,
-    ) -> (
-        Box<dyn adaptnet_core::cc::CongestionController>,
-        Option<FlowId>,
-    ) {
-        if let Some(cm) = &self.cm {
-            // One macroflow per destination host (the CM groups flows by `PeerAddr`).
-            let flow_key = FlowKey((u64::from(key.1) << 16) | u64::from(key.2));
-            if let Ok((cc, flow)) = CmController::open(cm, now, PeerAddr::from(peer.ip()), flow_key)
-            {
-                if let Some(host) = &self.host {
-                    host.route(flow, Route::Stream(self.kick.clone()));
-                }
-                return (cc, Some(flow));
-            }
-            tracing::warn!("cm_open refused: the stream runs NewReno");
-        }
-        if let super::Congestion::Adtcp(config) = self.options.congestion {
-            return (
-                adaptnet_core::adtcp::AdtcpSender::for_tcp(&self.options.core, config),
-                None,
-            );
-        }
-        (Connection::newreno(&self.options.core), None)
-    }
-
-    fn new_slot(&self, conn: Connection, iss: u32, irs: Option<u32>, flow: Option<FlowId>) -> Slot {
-        let ring = usize::try_from(self.options.core.recv_buffer).unwrap_or(usize::MAX >> 1);
-        Slot {
-            conn,
-            shared: self.new_shared(),
-            irs,
-            iss,
-            ring: ReceiveRing::new(ring),
-            written: 0,
-            close_called: false,
-            flow,
-            seeded: false,
-            connecting: None,
-            incoming: false,
-            done_at: None,
-        }
-    }
-
-    fn handle_command(&mut self, cmd: Command) {
-        let now = self.clock.now();
-        match cmd {
-            Command::Stats { reply } => {
-                let mut stats = self.stats;
-                stats.open_streams = self.slots.len() as u64;
-                let _ = reply.send(stats);
-            }
-            Command::Connect { peer, reply } => {
-                if self.slots.len() >= self.options.max_connections {
-                    let _ =
-                        reply.send(Err(Error::TooManyConnections(self.options.max_connections)));
-                    return;
-                }
-                let mut port = self.next_port;
-                while port <= LISTEN_PORT || self.slots.contains_key(&(peer, port, LISTEN_PORT)) {
-                    port = port.wrapping_add(1);
-                }
-                self.next_port = port.wrapping_add(1);
-                let key = (peer, port, LISTEN_PORT);
-                let iss: u32 = rand::rng().random();
-                let (cc, flow) = self.controller(now, peer, key);
-                let conn =
-                    Connection::connect(self.options.core.clone(), port, LISTEN_PORT, iss, cc);
-                let mut slot = self.new_slot(conn, iss, None, flow);
-                slot.connecting = Some(reply);
-                self.slots.insert(key, slot);
-            }
-        }
-    }
-
-    fn handle_datagram(&mut self, from: SocketAddr, data: &[u8]) {
-        self.stats.datagrams_received += 1;
-        let now = self.clock.now();
-        let Ok(repr) = TcpRepr::parse(data) else {
-            self.stats.malformed += 1;
-            return;
+            more_output: false,
+            last_now: Time::ZERO,
         };
-        let header_len = data.get(12).map_or(0, |b| usize::from(b >> 4) * 4);
-        let payload = data.get(header_len..).unwrap_or_default();
-        let Ok(payload_len) = u32::try_from(payload.len()) else {
-            self.stats.malformed += 1;
-            return;
-        };
-        if repr.adtcp.is_some() {
-            self.stats.adtcp_options_received += 1;
-        }
-        let key = (from, repr.dst_port, repr.src_port);
-        if !self.slots.contains_key(&key) && !self.maybe_accept(now, from, key, &repr) {
-            return;
-        }
-        let Some(slot) = self.slots.get_mut(&key) else {
-            return;
-        };
-        if repr.flags.syn {
-            slot.irs = Some(repr.seq);
-        }
-        if let Some(irs) = slot.irs
-            && !payload.is_empty()
-            && !repr.flags.syn
-        {
-            let near = slot.conn.bytes_delivered();
-            slot.ring.store_segment(irs, repr.seq, near, payload);
-        }
-        slot.conn.handle_segment(now, &repr, payload_len);
+        Ok((driver, Timekeeper::new(clock)))
     }
 
-    /// A segment for no stream. A listening endpoint keeps no state for a SYN: it answers
-    /// with a SYN-ACK whose ISS is a SYN cookie (core's `tcp::cookie`), and allocates the
-    /// stream only for an ACK that echoes one (issue 9 item 6). Returns whether a stream was
-    /// allocated (the segment is then handled as the stream's).
-    fn maybe_accept(&mut self, now: Time, from: SocketAddr, key: Key, repr: &TcpRepr) -> bool {
-        let listening = self.options.server && repr.dst_port == LISTEN_PORT;
-        if repr.flags.syn && !repr.flags.ack {
-            if !listening || self.slots.len() >= self.options.max_connections {
-                self.stats.refused += 1;
-            } else if let Some(seg) = self.cookies.answer(now, from, repr, &self.options.core) {
-                let mut dgram = vec![0u8; seg.repr.buffer_len()];
-                if let Ok(n) = seg.repr.emit(&mut dgram) {
-                    dgram.truncate(n);
-                    self.out.push_back((from, dgram));
-                    self.stats.cookies_sent += 1;
-                }
-            }
-            return false;
-        }
-        if !listening || repr.flags.syn || repr.flags.rst || !repr.flags.ack {
-            self.stats.unknown += 1;
-            return false;
-        }
-        if self.slots.len() >= self.options.max_connections {
-            self.stats.refused += 1;
-            return false;
-        }
-        let (cc, flow) = self.controller(now, from, key);
-        let Some(conn) = self.cookies.accept(now, from, repr, &self.options.core, cc) else {
-            self.stats.unknown += 1;
-            if let Some(flow) = flow {
-                self.close_flow(now, flow);
-            }
-            return false;
-        };
-        let iss = repr.ack.wrapping_sub(1);
-        let mut slot = self.new_slot(conn, iss, Some(repr.seq.wrapping_sub(1)), flow);
-        slot.incoming = true;
-        self.slots.insert(key, slot);
-        true
+    /// A new stream's port (and its CM route) and first handle.
+    fn open(&mut self, h: ConnectionHandle, peer: SocketAddr) -> StreamConn {
+        let (port, conn) = Port::open(
+            h.0,
+            peer,
+            self.shared.clone(),
+            self.options.send_buffer_bytes,
+            self.options.read_buffer_bytes,
+        );
+        self.ports.insert(h, port);
+        conn
     }
 
-    /// Runs the CM's due timers, then every stream, then drains the CM again; repeats while
-    /// that last step finds grants. Streams' reports (`cm_notify`, `cm_update`) and their
-    /// timeouts feed the CM while they are serviced, so a grant can be issued to a stream
-    /// already serviced in this round; it must be polled again now, as the CM's contract
-    /// asks ("after any CM event or timer on a host, the engine re-polls that host's
-    /// connections", `cm::tcp`) and as the simulator does by polling its CM host agent after
-    /// the flows of the host. (Servicing the CM only first, and going again only for grants
-    /// found there, left such a grant unused until the next wake-up — none came when nothing
-    /// else was in flight: the "CM streams stall" of EXPERIMENTS.md.)
-    fn service(&mut self) {
-        let now = self.clock.now();
-        self.service_cm(now);
-        for _ in 0..MAX_SERVICE_ROUNDS {
-            let now = self.clock.now();
-            for key in self.service_order() {
-                self.service_slot(now, key);
-            }
-            if !self.service_cm(now) {
-                return;
-            }
+    /// Grants for `h`'s CM flow wake this driver.
+    fn route(&self, h: ConnectionHandle) {
+        if let (Some(cm), Some(flow)) = (&self.cm, self.endpoint.stream(h).and_then(|s| s.flow())) {
+            cm.host().route(flow, Route::Stream(self.shared.clone()));
         }
-        // Still granting after the bound on one unit of work: come back at once.
-        self.kick.notify_one();
     }
 
-    /// The streams in the order to service them this round: rotated by one every round.
-    /// Streams put their segments on the wire in service order, so a fixed order lets the
-    /// first stream's segments always take the last free places of a full bottleneck queue
-    /// and the next stream's always be dropped (drop-tail lockout; Floyd and Jacobson,
-    /// "On traffic phase effects in packet-switched gateways", 1992). Measured on the tbf
-    /// link: the locked-out stream lost every segment for a second, saw not one duplicate
-    /// ACK and repaired only by timeouts, while the other never noticed the congestion.
-    fn service_order(&mut self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self.slots.keys().copied().collect();
-        keys.sort_unstable();
-        if !keys.is_empty() {
-            let first = self.rounds % keys.len();
-            keys.rotate_left(first);
+    /// Why stream `h` ended, from core's account.
+    fn why_aborted(&self, h: ConnectionHandle) -> ConnectionError {
+        let reason = self
+            .endpoint
+            .stream(h)
+            .and_then(|s| s.conn())
+            .and_then(adaptnet_core::tcp::Connection::abort_reason);
+        match reason {
+            Some(AbortReason::Reset) => ConnectionError::Reset,
+            _ => ConnectionError::TimedOut,
         }
-        self.rounds = self.rounds.wrapping_add(1);
-        keys
     }
 
-    /// Runs the CM's due timers and routes its events (grants to other drivers' streams
-    /// wake those drivers, an application flow's go to its handle); returns whether one of
-    /// this driver's streams was granted. The CM host re-arms its timer afterwards.
-    fn service_cm(&mut self, now: Time) -> bool {
-        let Some(host) = &self.host else {
-            return false;
-        };
-        let granted = host.pump(now, Some(&self.kick));
-        host.wake.notify_one();
-        granted
-    }
-
-    fn service_slot(&mut self, now: Time, key: Key) {
-        let Some(slot) = self.slots.get_mut(&key) else {
-            return;
-        };
-        if slot.conn.poll_timeout().is_some_and(|t| t <= now) {
-            slot.conn.handle_timeout(now);
-        }
-        // The application's side: new bytes, freed bytes, delivered bytes.
-        {
-            let mut s = lock(&slot.shared);
-            let total = s.send_buf.end();
-            if total > slot.written && slot.conn.is_established() {
-                slot.conn.write(total - slot.written);
-                slot.written = total;
-            }
-            if (s.shutdown || s.dropped) && !slot.close_called && slot.conn.is_established() {
-                slot.conn.close();
-                slot.close_called = true;
-            }
-            let acked = slot.conn.bytes_acked().min(total);
-            if s.send_buf.release_through(acked) > 0
-                && let Some(w) = s.write_waker.take()
-            {
-                w.wake();
-            }
-            let ready = slot.conn.bytes_delivered().saturating_sub(slot.ring.base());
-            let room = if s.dropped {
-                ready
-            } else {
-                (s.rx_cap.saturating_sub(s.rx.len())) as u64
-            };
-            let n = ready.min(room);
-            if n > 0 {
-                if s.dropped {
-                    slot.ring.take(n, &mut Discard);
-                } else {
-                    slot.ring.take(n, &mut s.rx);
-                }
-                slot.conn.read(n);
-                if let Some(w) = s.read_waker.take() {
-                    w.wake();
-                }
-            }
-        }
-        // Transmit.
-        while let Some(seg) = slot.conn.poll_transmit(now) {
-            let mut dgram = vec![0u8; seg.repr.buffer_len() + seg.payload_len as usize];
-            let Ok(h) = seg.repr.emit(&mut dgram) else {
+    /// The application's side of every stream: written bytes and shutdowns to core, core's
+    /// acknowledged and delivered bytes back.
+    fn exchange(&mut self, now: Time) {
+        let handles: Vec<ConnectionHandle> = self.ports.keys().copied().collect();
+        for h in handles {
+            let Some(port) = self.ports.get(&h) else {
                 continue;
             };
-            dgram.truncate(h + seg.payload_len as usize);
-            if seg.payload_len > 0 {
-                let s = lock(&slot.shared);
-                let copied = dgram
-                    .get_mut(h..)
-                    .is_some_and(|dst| s.send_buf.copy_segment(slot.iss, seg.repr.seq, dst));
-                if !copied {
-                    // Core asked for bytes the runtime no longer holds: an engine bug.
-                    tracing::error!(
-                        seq = seg.repr.seq,
-                        base = s.send_buf.base(),
-                        len = seg.payload_len,
-                        "segment outside the send buffer"
-                    );
-                    continue;
+            let buffers = port.buffers.clone();
+            let dropped = port.dropped;
+            let mut b = lock(&buffers);
+            hand_over(&mut self.endpoint, h, &mut b);
+            if b.shutdown && !b.shutdown_sent {
+                b.shutdown_sent = true;
+                self.endpoint.close(now, h);
+            }
+            let Some(s) = self.endpoint.stream(h) else {
+                continue;
+            };
+            let unacked = usize::try_from(s.unacked_bytes()).unwrap_or(usize::MAX);
+            if unacked < b.unacked {
+                b.wake_writer();
+            }
+            b.unacked = unacked;
+            if dropped {
+                continue;
+            }
+            let room = b.rx_cap.saturating_sub(b.rx.len()) as u64;
+            if room > 0 && self.endpoint.read(h, room, &mut b.rx) > 0 {
+                b.wake_reader();
+            }
+            let s = self.endpoint.stream(h);
+            if !b.eof && s.is_some_and(|s| s.at_eof()) {
+                b.eof = true;
+                b.wake_reader();
+            }
+            if !b.send_closed && s.is_some_and(|s| s.send_closed()) {
+                b.send_closed = true;
+                b.wake_writer();
+            }
+            let both_closed = b.eof && b.send_closed;
+            drop(b);
+            if both_closed && let Some(port) = self.ports.get(&h) {
+                port.end(ConnectionError::ClosedByPeer(CloseReason::Application));
+            }
+        }
+    }
+
+    fn handle_event(&mut self, now: Time, ev: EndpointEvent<SocketAddr>) {
+        match ev {
+            EndpointEvent::Connected(h) => {
+                if let Some((peer, reply)) = self.connecting.remove(&h) {
+                    let conn = self.open(h, peer);
+                    // A caller that gave up drops `conn`, whose drop closes the stream.
+                    if let Err(Ok(conn)) = reply.send(Ok(conn)) {
+                        drop(conn);
+                    }
                 }
             }
-            self.out.push_back((key.0, dgram));
-        }
-        // Events.
-        while let Some(ev) = slot.conn.poll_event() {
-            match ev {
-                TcpEvent::Connected => {
-                    if let (Some(cm), Some(flow), false) = (&self.cm, slot.flow, slot.seeded) {
-                        slot.seeded = true;
-                        if let Some(rtt) = slot.conn.rtt().latest() {
-                            let _ = CmController::seed_rtt(cm, now, flow, rtt);
-                        }
-                    }
-                    let conn = StreamConn {
-                        shared: slot.shared.clone(),
-                        kick: self.kick.clone(),
-                        peer: key.0,
+            EndpointEvent::Incoming(h, peer) => {
+                self.route(h);
+                let conn = self.open(h, peer);
+                if self.shared.stop_requested() || self.incoming.try_send(conn).is_err() {
+                    // Accept queue full, nobody accepts, or closing: the dropped handle
+                    // closes the stream.
+                    self.stats.refused += 1;
+                }
+            }
+            EndpointEvent::Aborted(h) => {
+                let why = self.why_aborted(h);
+                if let Some((peer, reply)) = self.connecting.remove(&h) {
+                    let e = match why {
+                        // A listening endpoint that refuses resets the SYN.
+                        ConnectionError::Reset => ConnectError::Refused(peer),
+                        _ => ConnectError::NoAnswer(peer),
                     };
-                    if let Some(reply) = slot.connecting.take() {
-                        if let Err(Ok(c)) = reply.send(Ok(conn)) {
-                            drop(c); // the caller gave up: the stream closes
-                        }
-                    } else if slot.incoming {
-                        slot.incoming = false;
-                        if self.incoming.try_send(conn).is_err() {
-                            self.stats.refused += 1;
-                        }
-                    }
+                    let _ = reply.send(Err(e));
+                    self.endpoint.release(now, h);
                 }
-                TcpEvent::Aborted => {
-                    if let Some(reply) = slot.connecting.take() {
-                        let _ = reply.send(Err(Error::ConnectFailed(key.0)));
-                    }
-                    let mut s = lock(&slot.shared);
-                    s.aborted = true;
-                    s.wake_all();
-                }
-                TcpEvent::SendClosed => {
-                    let mut s = lock(&slot.shared);
-                    s.send_closed = true;
-                    s.wake_all();
-                }
-                TcpEvent::Readable | TcpEvent::PeerClosed => {}
-            }
-        }
-        {
-            let mut s = lock(&slot.shared);
-            if slot.conn.peer_closed() && slot.ring.base() >= slot.conn.bytes_delivered() && !s.eof
-            {
-                s.eof = true;
-                if let Some(w) = s.read_waker.take() {
-                    w.wake();
+                if let Some(port) = self.ports.get(&h) {
+                    port.end(why);
                 }
             }
-            let finished = slot.conn.state() == State::Aborted
-                || (s.eof && s.send_closed && (s.dropped || s.rx.is_empty()));
-            if finished && slot.done_at.is_none() {
-                slot.done_at = Some(now);
+            EndpointEvent::Closed(h) => {
+                if let Some(port) = self.ports.remove(&h) {
+                    port.end(ConnectionError::ClosedByPeer(CloseReason::Application));
+                }
+                self.connecting.remove(&h);
             }
-        }
-        if slot.done_at.is_some_and(|d| now >= d + self.options.linger) {
-            if let Some(flow) = slot.flow {
-                self.close_flow(now, flow);
-            }
-            self.slots.remove(&key);
+            EndpointEvent::Readable(_)
+            | EndpointEvent::PeerClosed(_)
+            | EndpointEvent::SendClosed(_) => {}
         }
     }
 
-    /// Reads up to [`RECV_BATCHES`] batches of datagrams (`recvmmsg`). A batch is copied
-    /// out of the socket's buffers into `rx` (reused; `handle_datagram` needs the whole
-    /// driver while the socket's buffers belong to it) and then handled datagram by datagram.
-    fn receive(&mut self) {
-        let mut rx = std::mem::take(&mut self.rx);
-        for _ in 0..RECV_BATCHES {
-            rx.bytes.clear();
-            rx.datagrams.clear();
-            let got = self.io.recv_batch(|from, _, data| {
-                let start = rx.bytes.len();
-                rx.bytes.extend_from_slice(data);
-                rx.datagrams.push((from, start..rx.bytes.len()));
-            });
-            if !matches!(got, Ok(n) if n > 0) {
-                break;
-            }
-            for (from, range) in &rx.datagrams {
-                let data = rx.bytes.get(range.clone()).unwrap_or_default();
-                self.handle_datagram(*from, data);
-            }
-        }
-        self.rx = rx;
-    }
-
-    /// Hands the queued segments to the socket in batches (runs to one peer as GSO
-    /// super-packets); what the kernel does not take now waits in [`UdpIo`] while the loop
-    /// goes on reading.
-    fn flush(&mut self) -> std::io::Result<()> {
-        let (out, stats, sent_count) = (&mut self.out, &mut self.stats, &mut self.sent_count);
+    /// Sends what core has; returns whether the budget ran out.
+    fn send(&mut self, time: &mut Timekeeper) -> io::Result<bool> {
+        let (endpoint, stats, sent_count) =
+            (&mut self.endpoint, &mut self.stats, &mut self.sent_count);
         let drop_every = self.options.drop_every_nth_sent.filter(|&n| n > 0);
-        self.io.send_from(|buf| {
+        driver::udp::flush(&mut self.io, time, FLUSH_DATAGRAMS, |now, buf| {
             loop {
-                let (to, data) = out.pop_front()?;
+                let t = endpoint.poll_transmit(now, buf)?;
                 *sent_count += 1;
                 if drop_every.is_some_and(|n| sent_count.is_multiple_of(n)) {
                     stats.injected_drops += 1;
                     continue;
                 }
-                let len = data.len().min(buf.len());
-                buf.get_mut(..len)?.copy_from_slice(data.get(..len)?);
                 stats.datagrams_sent += 1;
                 return Some(Datagram {
-                    to,
-                    len,
+                    to: t.to,
+                    len: t.len,
                     coalesce: true,
                 });
             }
@@ -607,11 +287,163 @@ impl Driver {
     }
 }
 
-/// Swallows bytes nobody will read.
-struct Discard;
+impl Protocol for StreamDriver {
+    type Command = Command;
 
-impl Extend<u8> for Discard {
-    fn extend<T: IntoIterator<Item = u8>>(&mut self, iter: T) {
-        iter.into_iter().for_each(drop);
+    fn io_ready(&mut self) -> impl Future<Output = io::Result<()>> + Send + '_ {
+        let (more, io) = (self.more_output, &self.io);
+        async move { if more { Ok(()) } else { io.ready().await } }
+    }
+
+    fn handle_io(&mut self, time: &mut Timekeeper) -> io::Result<()> {
+        let (endpoint, stats) = (&mut self.endpoint, &mut self.stats);
+        driver::udp::receive(&mut self.io, time, RECV_BATCHES, |now, peer, data| {
+            stats.datagrams_received += 1;
+            endpoint.handle_datagram(now, peer, data);
+        });
+        Ok(())
+    }
+
+    fn handle_command(&mut self, now: Time, command: Command) {
+        self.last_now = now;
+        match command {
+            Command::Stats { reply } => {
+                let core = self.endpoint.stats();
+                let _ = reply.send(StreamStats {
+                    malformed: core.malformed,
+                    unknown: core.unknown,
+                    refused: core.refused + self.stats.refused,
+                    cookies_sent: core.cookies_sent,
+                    open_streams: self.endpoint.connection_count() as u64,
+                    adtcp_options_received: core.adtcp_options_received,
+                    ..self.stats
+                });
+            }
+            Command::Connect { peer, reply } => {
+                let iss: u32 = rand::rng().random();
+                match self.endpoint.connect(now, peer, None, LISTEN_PORT, iss) {
+                    Ok(h) => {
+                        self.route(h);
+                        self.connecting.insert(h, (peer, reply));
+                    }
+                    Err(core_ep::EndpointError::TooManyConnections(n)) => {
+                        let e = if self.shared.stop_requested() {
+                            ConnectError::EndpointClosed
+                        } else {
+                            ConnectError::TooManyConnections(n)
+                        };
+                        let _ = reply.send(Err(e));
+                    }
+                    Err(e) => {
+                        let source = io::Error::new(io::ErrorKind::AddrInUse, e);
+                        let _ = reply.send(Err(ConnectError::Io { peer, source }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn handle_dropped(&mut self, now: Time, id: u64) {
+        let h = ConnectionHandle(id);
+        if let Some(port) = self.ports.get_mut(&h) {
+            port.dropped = true;
+            // What the application wrote before it let go still goes, then the FIN.
+            let b = port.buffers.clone();
+            hand_over(&mut self.endpoint, h, &mut lock(&b));
+        }
+        self.endpoint.release(now, h);
+    }
+
+    fn poll_timeout(&self) -> Option<Time> {
+        // The CM's deadlines too: a grant it paces to one of these streams must be issued
+        // even if the CM's own task has stopped (its runtime gone).
+        let cm = self
+            .cm
+            .as_ref()
+            .and_then(|c| c.host().cm.borrow().poll_timeout());
+        match (self.endpoint.poll_timeout(), cm) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn handle_timeout(&mut self, now: Time) {
+        self.last_now = now;
+        self.endpoint.handle_timeout(now);
+    }
+
+    fn flush(&mut self, time: &mut Timekeeper) -> io::Result<()> {
+        let mut more = false;
+        for _ in 0..MAX_CM_ROUNDS {
+            let now = time.now();
+            self.last_now = now;
+            self.exchange(now);
+            more = self.send(time)?;
+            let granted = match &self.cm {
+                Some(cm) => cm.host().pump(time.now(), Some(&self.shared)),
+                None => false,
+            };
+            if more || !granted {
+                break;
+            }
+            // A grant to one of these streams: send again now, as core's CM contract asks.
+            more = true;
+        }
+        self.more_output = more;
+        Ok(())
+    }
+
+    fn dispatch(&mut self, now: Time) {
+        self.last_now = now;
+        self.exchange(now);
+        while let Some(ev) = self.endpoint.poll_event() {
+            self.handle_event(now, ev);
+        }
+        self.exchange(now);
+    }
+
+    fn close_all(&mut self, now: Time) {
+        // What the applications wrote goes first, then each stream's FIN; their handles
+        // learn at once that the endpoint closed.
+        self.exchange(now);
+        for port in self.ports.values() {
+            port.end(ConnectionError::EndpointClosed);
+        }
+        self.endpoint.close_all(now);
+        for (_, (_, reply)) in self.connecting.drain() {
+            let _ = reply.send(Err(ConnectError::EndpointClosed));
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        self.endpoint.is_idle() && !self.io.stalled()
+    }
+
+    fn finish(&mut self, why: ConnectionError) {
+        for port in self.ports.values() {
+            port.end(why.clone());
+        }
+        self.ports.clear();
+        for (_, (_, reply)) in self.connecting.drain() {
+            let _ = reply.send(Err(ConnectError::EndpointClosed));
+        }
+        if let Some(cm) = &self.cm {
+            for h in self.endpoint.handles().collect::<Vec<_>>() {
+                if let Some(flow) = self.endpoint.stream(h).and_then(|s| s.flow()) {
+                    cm.host().unroute(flow);
+                }
+            }
+        }
+        self.endpoint.abandon_all(self.last_now);
+        // The resets of streams that did not finish in time, best effort: a full socket
+        // loses them as the network would, and the peer times out instead.
+        let (endpoint, now) = (&mut self.endpoint, self.last_now);
+        let _ = self.io.send_from(|buf| {
+            endpoint.poll_transmit(now, buf).map(|t| Datagram {
+                to: t.to,
+                len: t.len,
+                coalesce: false,
+            })
+        });
     }
 }

@@ -3,28 +3,35 @@
 //! header, then the payload bytes), exposed to the application as a [`StreamConn`] that
 //! implements tokio's [`AsyncRead`] + [`AsyncWrite`].
 //!
-//! Core's TCP counts *virtual* bytes; the runtime keeps the real ones: a send buffer indexed
-//! by stream offset (freed as `bytes_acked` advances; a segment's payload is the bytes at
-//! `seq − ISS − 1`) and a bounded receive reassembly buffer by offset from which the bytes
-//! up to `bytes_delivered` are handed to the reader. The runtime makes no congestion
-//! decision: each endpoint runs either core's NewReno or a
-//! [`CmController`](adaptnet_core::cm::CmController) on the process's CM ([`crate::cm`]),
-//! with one macroflow per destination host shared by every stream to it — and by the
-//! process's other CM flows to that host ([`Congestion::Cm`]).
+//! Every protocol decision is core's [`tcp::endpoint::Endpoint`](adaptnet_core::tcp::endpoint::Endpoint):
+//! demultiplexing, SYN cookies, initial sequence numbers, the mapping from sequence numbers to
+//! real bytes, congestion control (NewReno, ADTCP, or a
+//! [`CmController`](adaptnet_core::cm::CmController) on a CM of [`crate::cm`], with one
+//! macroflow per destination host shared by every stream to it — and by the process's other
+//! CM flows to that host, [`Congestion::Cm`]) and the linger. The simulator's TCP framings run
+//! the same endpoint.
 //!
-//! One [`StreamEndpoint`] owns a UDP socket and a driver task. Core's CM handle is
-//! single-threaded (`Rc<RefCell>`), so a CM-delegated endpoint's driver runs on the CM host's
-//! thread, beside the CM; a NewReno endpoint's on a thread of its own with a current-thread
-//! tokio runtime. Handles talk to the driver through a bounded command channel and
-//! per-connection shared buffers; they work from any runtime.
+//! One [`StreamEndpoint`] owns a UDP socket and runs as a task on the caller's tokio runtime
+//! (the crate's one driver loop; no thread of its own, CM-delegated or not). Handles are
+//! cheap to clone and talk to the driver through a bounded command channel and
+//! per-connection bounded byte queues.
+//!
+//! # Lifecycle
+//! Dropping the last handle of a stream closes our direction gracefully (a FIN after what
+//! was written) and discards what the peer still sends; dropping the endpoint's last handle
+//! (or [`StreamEndpoint::close`]) closes every stream the same way and waits, at most
+//! [`StreamOptions::shutdown_timeout`], for the FINs to be acknowledged;
+//! [`StreamEndpoint::wait_idle`] returns when it is done. The peer reads end of stream.
 //!
 //! # Bounds
 //! * bytes written and not yet acknowledged: [`StreamOptions::send_buffer_bytes`] per
-//!   connection (writers wait);
+//!   stream (writers wait);
 //! * bytes received and not yet read: the TCP receive window (`core.recv_buffer`) for the
-//!   reassembly buffer plus [`StreamOptions::read_buffer_bytes`] handed to the reader;
-//! * connections: [`StreamOptions::max_connections`]; accepted but not yet taken:
-//!   [`StreamOptions::accept_queue`] (beyond, refused).
+//!   reassembly buffer plus [`StreamOptions::read_buffer_bytes`] handed to the reader (a
+//!   slow reader closes the window: its sender waits, nothing is lost);
+//! * streams: [`StreamOptions::max_connections`]; accepted but not yet taken:
+//!   [`StreamOptions::accept_queue_len`] (beyond, closed at once);
+//! * application calls waiting for the driver: [`StreamOptions::command_queue_len`].
 //!
 //! A listening endpoint allocates nothing for a SYN: it answers with a SYN cookie (core's
 //! [`tcp::cookie`](adaptnet_core::tcp::cookie), the session tokens' HMAC) and allocates the
@@ -48,43 +55,22 @@
 //! # Ok(()) }
 //! ```
 
+mod conn;
 mod driver;
 
+pub use conn::StreamConn;
+
+use crate::error::{ConnectError, EndpointClosed};
 use adaptnet_core::tcp::TcpConfig;
-use adaptnet_core::tcp::bytes::SendBuffer;
-use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::task::{Context, Poll, Waker};
-use thiserror::Error;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::{Notify, mpsc, oneshot};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
 
 /// The TCP port number a listening endpoint answers on (the UDP socket is the real
 /// address; TCP ports only tell streams apart between two endpoints).
 pub const LISTEN_PORT: u16 = 1;
-
-/// Why a stream call failed.
-#[derive(Debug, Error)]
-pub enum Error {
-    /// A socket operation failed.
-    #[error("socket: {0}")]
-    Io(#[from] io::Error),
-    /// The handshake failed (no answer after core's retries, or reset).
-    #[error("could not connect to {0}")]
-    ConnectFailed(SocketAddr),
-    /// The endpoint refused: [`StreamOptions::max_connections`] streams are open.
-    #[error("too many connections (limit {0})")]
-    TooManyConnections(usize),
-    /// The endpoint has stopped.
-    #[error("endpoint closed")]
-    Closed,
-    /// The process CM could not be started or reached.
-    #[error("{0}")]
-    Cm(#[from] crate::cm::Error),
-}
 
 /// Which congestion control the endpoint's streams use.
 #[derive(Clone, Debug)]
@@ -95,6 +81,8 @@ pub enum Congestion {
     /// stream to the same destination host shares that host's macroflow (one window) with
     /// the process's other CM flows to it.
     Cm,
+    /// TCP/CM on a given CM ([`crate::cm::Cm::new`]) instead of the process's.
+    CmOf(crate::cm::Cm),
     /// ADTCP (papers/004): core's [`AdtcpSender`](adaptnet_core::adtcp::AdtcpSender)
     /// policy reacts to the network state the receiver identifies (congestion, channel
     /// error, route change, disconnection) and reports in the ADTCP option. The endpoint
@@ -105,29 +93,36 @@ pub enum Congestion {
     Adtcp(adaptnet_core::adtcp::SenderConfig),
 }
 
-/// How to bind a stream endpoint.
+/// How to bind a stream endpoint: core's TCP configuration, the congestion control, and
+/// every bound, named with its unit.
 #[derive(Clone, Debug)]
 pub struct StreamOptions {
     /// Core's TCP configuration (MSS, RTO, receive window …).
     pub core: TcpConfig,
-    /// NewReno or CM-delegated congestion control.
+    /// NewReno, CM-delegated or ADTCP congestion control.
     pub congestion: Congestion,
     /// Whether SYNs from peers are accepted.
     pub server: bool,
-    /// Most streams open at once.
+    /// Most streams open at once (lingering ones included).
     pub max_connections: usize,
-    /// Established incoming streams waiting for [`StreamEndpoint::accept`].
-    pub accept_queue: usize,
+    /// Established incoming streams waiting for [`StreamEndpoint::accept`]; beyond, new
+    /// streams are closed at once.
+    pub accept_queue_len: usize,
+    /// Application calls (`connect`, `stats`) waiting for the driver; callers wait beyond.
+    pub command_queue_len: usize,
     /// Bytes a stream holds written but not yet acknowledged before writers wait.
     pub send_buffer_bytes: usize,
-    /// In-order bytes handed to a reader and not yet read before the receive window closes.
+    /// In-order bytes handed towards a reader and not yet read before the receive window
+    /// starts closing.
     pub read_buffer_bytes: usize,
     /// Socket receive and send buffer to ask for, bytes.
     pub socket_buffer_bytes: usize,
     /// Fault injection for tests: drop every n-th datagram this endpoint sends.
     pub drop_every_nth_sent: Option<u64>,
     /// How long a finished stream's state lingers to answer a retransmitted FIN.
-    pub linger: std::time::Duration,
+    pub linger: Duration,
+    /// How long a closing endpoint waits for its streams' FINs to be acknowledged.
+    pub shutdown_timeout: Duration,
 }
 
 impl StreamOptions {
@@ -143,12 +138,14 @@ impl StreamOptions {
             congestion: Congestion::NewReno,
             server: false,
             max_connections: 1024,
-            accept_queue: 64,
+            accept_queue_len: 64,
+            command_queue_len: 64,
             send_buffer_bytes: 4 << 20,
             read_buffer_bytes: 1 << 20,
             socket_buffer_bytes: 8 << 20,
             drop_every_nth_sent: None,
-            linger: std::time::Duration::from_secs(2),
+            linger: Duration::from_secs(2),
+            shutdown_timeout: Duration::from_secs(1),
         }
     }
 
@@ -180,6 +177,14 @@ impl StreamOptions {
             ..self
         }
     }
+
+    /// The same options with CM-delegated congestion control on `cm`.
+    pub fn with_cm_of(self, cm: crate::cm::Cm) -> StreamOptions {
+        StreamOptions {
+            congestion: Congestion::CmOf(cm),
+            ..self
+        }
+    }
 }
 
 /// Counters of an endpoint.
@@ -189,7 +194,8 @@ pub struct StreamStats {
     pub malformed: u64,
     /// Segments for no known stream (dropped without state).
     pub unknown: u64,
-    /// SYNs refused (not a server, too many streams, accept queue full).
+    /// SYNs refused (not a server, too many streams), and incoming streams closed because
+    /// the accept queue was full.
     pub refused: u64,
     /// SYNs answered with a SYN cookie (no state kept).
     pub cookies_sent: u64,
@@ -210,257 +216,130 @@ pub struct StreamStats {
 enum Command {
     Connect {
         peer: SocketAddr,
-        reply: oneshot::Sender<Result<StreamConn, Error>>,
+        reply: oneshot::Sender<Result<StreamConn, ConnectError>>,
     },
     Stats {
         reply: oneshot::Sender<StreamStats>,
     },
 }
 
-/// A stream endpoint bound to a UDP socket.
-pub struct StreamEndpoint {
+/// A stream endpoint bound to a UDP socket, running as a task on the caller's tokio
+/// runtime. Clones share it; dropping the last clone (or [`StreamEndpoint::close`]) closes
+/// every stream gracefully.
+#[derive(Clone, Debug)]
+pub struct StreamEndpoint(Arc<Inner>);
+
+#[derive(Debug)]
+struct Inner {
     cmd: mpsc::Sender<Command>,
     incoming: tokio::sync::Mutex<mpsc::Receiver<StreamConn>>,
     local_addr: SocketAddr,
-    /// Dropped with the endpoint: the driver stops.
-    _stop: oneshot::Sender<()>,
+    driver: Arc<crate::driver::Shared>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.driver.request_stop();
+    }
 }
 
 impl StreamEndpoint {
-    /// Binds `addr` and starts the endpoint's driver thread.
-    pub fn bind(addr: SocketAddr, options: StreamOptions) -> Result<StreamEndpoint, Error> {
+    /// Binds `addr` and starts the endpoint's task on the current tokio runtime.
+    pub fn bind(addr: SocketAddr, options: StreamOptions) -> io::Result<StreamEndpoint> {
         let socket = std::net::UdpSocket::bind(addr)?;
         StreamEndpoint::from_std(socket, options)
     }
 
-    /// Uses an already bound socket (e.g. one created inside another network namespace).
+    /// Uses an already bound socket (e.g. one created inside another network namespace);
+    /// call inside a tokio runtime. With [`Congestion::Cm`] the process CM starts on this
+    /// runtime if none runs.
     pub fn from_std(
         socket: std::net::UdpSocket,
         options: StreamOptions,
-    ) -> Result<StreamEndpoint, Error> {
+    ) -> io::Result<StreamEndpoint> {
+        tokio::runtime::Handle::try_current().map_err(|_| {
+            io::Error::other("a stream endpoint must be started inside a tokio runtime")
+        })?;
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
-        let (cmd_tx, cmd_rx) = mpsc::channel(64);
-        let (in_tx, in_rx) = mpsc::channel(options.accept_queue.max(1));
-        let (stop_tx, stop_rx) = oneshot::channel();
-        match options.congestion {
-            Congestion::Cm => {
-                crate::cm::Cm::global()?.spawn(move |host| {
-                    tokio::task::spawn_local(async move {
-                        match driver::Driver::new(socket, options, in_tx, Some(host)) {
-                            Ok(d) => d.run(cmd_rx, stop_rx).await,
-                            Err(e) => tracing::error!("stream endpoint: {e}"),
-                        }
-                    });
-                })?;
-            }
-            Congestion::NewReno | Congestion::Adtcp(_) => {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()?;
-                std::thread::Builder::new()
-                    .name(format!("adaptnet-stream {local_addr}"))
-                    .spawn(move || {
-                        rt.block_on(async move {
-                            match driver::Driver::new(socket, options, in_tx, None) {
-                                Ok(d) => d.run(cmd_rx, stop_rx).await,
-                                Err(e) => tracing::error!("stream endpoint: {e}"),
-                            }
-                        });
-                    })?;
-            }
-        }
-        Ok(StreamEndpoint {
+        let cm = match &options.congestion {
+            Congestion::Cm => Some(crate::cm::Cm::global().map_err(io::Error::other)?),
+            Congestion::CmOf(cm) => Some(cm.clone()),
+            Congestion::NewReno | Congestion::Adtcp(_) => None,
+        };
+        let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue_len.max(1));
+        let (in_tx, in_rx) = mpsc::channel(options.accept_queue_len.max(1));
+        let shared = crate::driver::Shared::new();
+        let shutdown = options.shutdown_timeout;
+        let (proto, time) = driver::StreamDriver::new(
+            tokio::net::UdpSocket::from_std(socket)?,
+            options,
+            in_tx,
+            shared.clone(),
+            cm,
+        )?;
+        tokio::spawn(crate::driver::run(
+            proto,
+            time,
+            cmd_rx,
+            shared.clone(),
+            shutdown,
+        ));
+        Ok(StreamEndpoint(Arc::new(Inner {
             cmd: cmd_tx,
             incoming: tokio::sync::Mutex::new(in_rx),
             local_addr,
-            _stop: stop_tx,
-        })
+            driver: shared,
+        })))
     }
 
     /// The bound address.
     pub fn local_addr(&self) -> SocketAddr {
-        self.local_addr
+        self.0.local_addr
     }
 
     /// Opens a stream to the endpoint at `peer` (waits for the handshake).
-    pub async fn connect(&self, peer: SocketAddr) -> Result<StreamConn, Error> {
+    pub async fn connect(&self, peer: SocketAddr) -> Result<StreamConn, ConnectError> {
         let (reply, rx) = oneshot::channel();
-        self.cmd
+        self.0
+            .cmd
             .send(Command::Connect { peer, reply })
             .await
-            .map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)?
+            .map_err(|_| ConnectError::EndpointClosed)?;
+        rx.await.map_err(|_| ConnectError::EndpointClosed)?
     }
 
     /// The next incoming stream (handshake completed); `None` once the endpoint stopped.
     pub async fn accept(&self) -> Option<StreamConn> {
-        self.incoming.lock().await.recv().await
+        self.0.incoming.lock().await.recv().await
     }
 
     /// The endpoint's counters.
-    pub async fn stats(&self) -> Result<StreamStats, Error> {
+    pub async fn stats(&self) -> Result<StreamStats, EndpointClosed> {
         let (reply, rx) = oneshot::channel();
-        self.cmd
+        self.0
+            .cmd
             .send(Command::Stats { reply })
             .await
-            .map_err(|_| Error::Closed)?;
-        rx.await.map_err(|_| Error::Closed)
-    }
-}
-
-/// What a [`StreamConn`] and the driver share: the application's side of the byte buffers.
-#[derive(Debug, Default)]
-struct Shared {
-    /// Bytes written and not yet acknowledged, by stream offset.
-    send_buf: SendBuffer,
-    send_cap: usize,
-    /// In-order bytes for the reader.
-    rx: VecDeque<u8>,
-    rx_cap: usize,
-    /// The peer's FIN has come and every byte before it is in `rx`.
-    eof: bool,
-    /// The application asked to close its direction.
-    shutdown: bool,
-    /// Our FIN and all our bytes were acknowledged.
-    send_closed: bool,
-    /// The connection was reset or timed out (or the endpoint stopped).
-    aborted: bool,
-    /// The handle was dropped.
-    dropped: bool,
-    read_waker: Option<Waker>,
-    write_waker: Option<Waker>,
-}
-
-impl Shared {
-    fn wake_all(&mut self) {
-        if let Some(w) = self.read_waker.take() {
-            w.wake();
-        }
-        if let Some(w) = self.write_waker.take() {
-            w.wake();
-        }
-    }
-}
-
-fn lock(s: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
-    // A panic while holding the lock leaves plain buffers; keep using them.
-    s.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// One stream: [`AsyncRead`] gives the peer's bytes in order (then EOF after its FIN),
-/// [`AsyncWrite`] queues bytes (waiting while the send buffer is full), `poll_shutdown`
-/// sends our FIN and completes once everything was acknowledged. Dropping it closes our
-/// direction and discards what the peer still sends.
-pub struct StreamConn {
-    shared: Arc<Mutex<Shared>>,
-    kick: Arc<Notify>,
-    peer: SocketAddr,
-}
-
-impl StreamConn {
-    /// The peer endpoint's address.
-    pub fn peer(&self) -> SocketAddr {
-        self.peer
-    }
-}
-
-impl std::fmt::Debug for StreamConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamConn")
-            .field("peer", &self.peer)
-            .finish()
-    }
-}
-
-fn reset() -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionReset, "stream aborted")
-}
-
-impl AsyncRead for StreamConn {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let mut s = lock(&self.shared);
-        if !s.rx.is_empty() {
-            let n = s.rx.len().min(buf.remaining());
-            let (a, b) = s.rx.as_slices();
-            let from_a = n.min(a.len());
-            buf.put_slice(a.get(..from_a).unwrap_or_default());
-            buf.put_slice(b.get(..n - from_a).unwrap_or_default());
-            s.rx.drain(..n);
-            drop(s);
-            self.kick.notify_one();
-            return Poll::Ready(Ok(()));
-        }
-        if s.eof {
-            return Poll::Ready(Ok(()));
-        }
-        if s.aborted {
-            return Poll::Ready(Err(reset()));
-        }
-        s.read_waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-impl AsyncWrite for StreamConn {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        let mut s = lock(&self.shared);
-        if s.aborted {
-            return Poll::Ready(Err(reset()));
-        }
-        if s.shutdown {
-            return Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "stream shut down",
-            )));
-        }
-        let room = s.send_cap.saturating_sub(s.send_buf.len());
-        if room == 0 {
-            s.write_waker = Some(cx.waker().clone());
-            return Poll::Pending;
-        }
-        let n = room.min(buf.len());
-        s.send_buf.push(buf.get(..n).unwrap_or_default());
-        drop(s);
-        self.kick.notify_one();
-        Poll::Ready(Ok(n))
+            .map_err(|_| EndpointClosed)?;
+        rx.await.map_err(|_| EndpointClosed)
     }
 
-    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // Written bytes are already with the driver; there is no lower buffer to flush.
-        Poll::Ready(Ok(()))
+    /// Closes every stream gracefully (FINs after what was written) and stops the endpoint
+    /// once they are acknowledged or [`StreamOptions::shutdown_timeout`] passed; new calls
+    /// fail. [`StreamEndpoint::wait_idle`] waits for it.
+    pub fn close(&self) {
+        self.0.driver.request_stop();
     }
 
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let mut s = lock(&self.shared);
-        if s.send_closed {
-            return Poll::Ready(Ok(()));
-        }
-        if s.aborted {
-            return Poll::Ready(Err(reset()));
-        }
-        let first = !s.shutdown;
-        s.shutdown = true;
-        s.write_waker = Some(cx.waker().clone());
-        drop(s);
-        if first {
-            self.kick.notify_one();
-        }
-        Poll::Pending
+    /// Whether the endpoint was closed (or its driver stopped).
+    pub fn is_closed(&self) -> bool {
+        self.0.driver.stop_requested() || self.0.driver.is_done()
     }
-}
 
-impl Drop for StreamConn {
-    fn drop(&mut self) {
-        lock(&self.shared).dropped = true;
-        self.kick.notify_one();
+    /// Waits until the endpoint's driver has stopped (after [`StreamEndpoint::close`], or
+    /// the last handle dropped elsewhere): every stream has ended and its FIN was sent.
+    pub async fn wait_idle(&self) {
+        self.0.driver.wait_done().await;
     }
 }

@@ -31,8 +31,8 @@ use adaptnet_core::tcp::TcpConfig;
 /// An SPP datagram (packet-pair PROBE or REPORT) as a UDP packet between the two ends of the
 /// TCP connection, on the same port numbers.
 fn probe_packet(conns: &ConnSet, d: &SppDatagram) -> Option<Packet> {
-    let slot = conns.slot(0)?;
-    datagram_packet(slot.local, slot.remote, d)
+    let (local, remote) = conns.addrs(0)?;
+    datagram_packet(local, remote, d)
 }
 
 /// The sending side of ATP over TCP, hosting an application.

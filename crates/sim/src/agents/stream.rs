@@ -8,22 +8,29 @@
 //! order, exactly as it would find it in a real byte stream. The header bytes are counted in
 //! the stream, so the framing's overhead is simulated.
 //!
+//! The TCP connections themselves are core's [`Endpoint`], the same the runtime's stream transport runs:
+//! demultiplexing, passive opens, initial sequence numbers and the bytes. [`ConnSet`] is the
+//! agents' view of one: its connections by index, one per (local, remote) pair, opened as
+//! fully specified passive opens in that order (the receiving side) or turned active by
+//! [`ConnSet::connect_all`].
+//!
 //! When a flow carries message bytes, the stream bytes travel in the packets instead: the
-//! sender's [`ConnSet`] keeps each connection's unacknowledged bytes and fills every data
+//! sender's endpoint keeps each connection's unacknowledged bytes and fills every data
 //! segment (retransmissions included) from them, the receiver's places arriving payloads in a
 //! reassembly ring by sequence number and reads them back in order once TCP has delivered
-//! them ([`ConnSet::enable_send_bytes`], [`ConnSet::enable_recv_bytes`]; core's
-//! [`adaptnet_core::tcp::bytes`] buffers, which the runtime's stream transport uses too). A
-//! lost or reordered segment then really loses or reorders bytes.
-//!
-//! [`ConnSet`] holds the TCP connections of one agent (one port each).
+//! them ([`ConnSet::enable_send_bytes`], [`ConnSet::enable_recv_bytes`]). A lost or
+//! reordered segment then really loses or reorders bytes.
 
 use crate::packet::{Addr, Header, Packet};
 use adaptnet_core::Time;
-use adaptnet_core::tcp::bytes::{ReceiveRing, SendBuffer, data_offset};
-use adaptnet_core::tcp::{Connection, TcpConfig, TcpRepr};
+use adaptnet_core::cm::PeerAddr;
+use adaptnet_core::tcp::endpoint::{
+    ConnectionHandle, Endpoint, EndpointAddr, EndpointConfig, Stream,
+};
+use adaptnet_core::tcp::{TcpConfig, TcpRepr};
 use std::cell::RefCell;
 use std::collections::VecDeque;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 
 use super::tcp::segment_packet;
@@ -70,65 +77,29 @@ impl StreamTags {
     }
 }
 
-/// One TCP connection of a [`ConnSet`].
-#[derive(Debug)]
-pub struct ConnSlot {
-    /// Our endpoint.
-    pub local: Addr,
-    /// The peer's endpoint.
-    pub remote: Addr,
-    /// The connection (`None` until opened or accepted).
-    pub conn: Option<Connection>,
-    /// Stream bytes written so far.
-    pub written: u64,
-    /// Our initial sequence number.
-    iss: u32,
-    /// The peer's initial sequence number, once its SYN is seen.
-    irs: Option<u32>,
-    /// Unacknowledged stream bytes, when this side sends real bytes.
-    send_bytes: Option<SendBuffer>,
-    /// Received stream bytes by offset, when this side receives real bytes.
-    recv_bytes: Option<ReceiveRing>,
-}
-
-impl ConnSlot {
-    /// Writes `data` to the stream: its bytes when this side carries them
-    /// ([`ConnSet::enable_send_bytes`]), else only their count. Nothing before the connection
-    /// exists.
-    pub fn write_bytes(&mut self, data: &[u8]) {
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        let n = data.len() as u64;
-        conn.write(n);
-        self.written += n;
-        if let Some(b) = self.send_bytes.as_mut() {
-            b.push(data);
-        }
+impl EndpointAddr for Addr {
+    fn cookie_addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::from(self.node.ipv4()), self.port))
     }
 
-    /// Reads every byte the connection has delivered and not yet handed on: appends them to
-    /// `out` when this side carries bytes ([`ConnSet::enable_recv_bytes`]). Returns how many.
-    pub fn read_stream(&mut self, out: &mut Vec<u8>) -> u64 {
-        let Some(conn) = self.conn.as_mut() else {
-            return 0;
-        };
-        let n = conn.bytes_unread();
-        if let Some(ring) = self.recv_bytes.as_mut() {
-            ring.take(n, out);
-        }
-        conn.read(n);
-        n
+    fn cm_peer(&self) -> PeerAddr {
+        super::cm::peer_addr(self.node)
     }
 }
 
-/// The TCP connections of one agent, told apart by local port.
+/// One TCP connection of a [`ConnSet`]: core's per-connection state (its `conn` and
+/// `written`, and the bytes).
+pub type ConnSlot = Stream<Addr>;
+
+/// The TCP connections of one agent, told apart by local port: a core endpoint and the
+/// (local, remote) pair of each connection, by index.
 #[derive(Debug)]
 pub struct ConnSet {
-    config: TcpConfig,
-    slots: Vec<ConnSlot>,
-    /// Rotates the first connection polled for transmission, so none is always first.
-    turn: usize,
+    endpoint: Endpoint<Addr>,
+    /// Each connection's (local, remote) endpoints and handle, in the order given.
+    pairs: Vec<(Addr, Addr, ConnectionHandle)>,
+    /// Whether data segments carry their bytes.
+    send_bytes: bool,
     /// Packets whose TCP header did not parse.
     pub malformed: u64,
     /// Data segments that left without their bytes although this side carries them (the
@@ -143,24 +114,32 @@ pub struct ConnSet {
 }
 
 impl ConnSet {
-    /// Connections between each `(local, remote)` pair, not yet opened.
+    /// Connections between each `(local, remote)` pair, not yet opened (each waits for its
+    /// peer's SYN until [`ConnSet::connect_all`]).
     pub fn new(config: TcpConfig, pairs: Vec<(Addr, Addr)>) -> ConnSet {
+        let mut endpoint = Endpoint::new(EndpointConfig {
+            max_connections: usize::MAX,
+            // Agents read finished connections' counters: nothing is forgotten.
+            linger: None,
+            send_bytes: false,
+            recv_bytes: false,
+            // The agents' peers are known; a stray segment is dropped, as it always was.
+            reset_unknown: false,
+            ..EndpointConfig::client(config)
+        });
+        let pairs = pairs
+            .into_iter()
+            .filter_map(|(local, remote)| {
+                let h = endpoint
+                    .open_passive(remote, local.port, remote.port)
+                    .ok()?;
+                Some((local, remote, h))
+            })
+            .collect();
         ConnSet {
-            config,
-            slots: pairs
-                .into_iter()
-                .map(|(local, remote)| ConnSlot {
-                    local,
-                    remote,
-                    conn: None,
-                    written: 0,
-                    iss: 0,
-                    irs: None,
-                    send_bytes: None,
-                    recv_bytes: None,
-                })
-                .collect(),
-            turn: 0,
+            endpoint,
+            pairs,
+            send_bytes: false,
             malformed: 0,
             unmaterialised: 0,
             missing_payload: 0,
@@ -171,55 +150,68 @@ impl ConnSet {
     /// Every connection sends real bytes: what is written with [`ConnSlot::write_bytes`] is
     /// kept until acknowledged and travels in the packets. Call before writing.
     pub fn enable_send_bytes(&mut self) {
-        for s in &mut self.slots {
-            s.send_bytes = Some(SendBuffer::new());
-        }
+        self.send_bytes = true;
+        self.endpoint.carry_send_bytes();
     }
 
-    /// Every connection receives real bytes into a ring of `recv_buffer` bytes (core's
-    /// receiver accepts nothing beyond it), read with [`ConnSlot::read_stream`]. Call before
-    /// any packet arrives.
+    /// Every connection receives real bytes into a ring as large as its receive buffer
+    /// (core's receiver accepts nothing beyond it), read with [`ConnSlot::read_stream`].
+    /// Call before any packet arrives.
     pub fn enable_recv_bytes(&mut self) {
-        let cap = usize::try_from(self.config.recv_buffer).unwrap_or(usize::MAX >> 1);
-        for s in &mut self.slots {
-            s.recv_bytes = Some(ReceiveRing::new(cap));
-        }
+        self.endpoint.carry_recv_bytes();
     }
 
     /// Active open of every connection (NewReno), with initial sequence numbers from `isn`.
     pub fn connect_all(&mut self, isn: u32) {
-        for (i, s) in self.slots.iter_mut().enumerate() {
-            let cc = Connection::newreno(&self.config);
-            s.iss = isn
+        for (i, (_, _, h)) in self.pairs.iter().enumerate() {
+            let iss = isn
                 .wrapping_add(adaptnet_core::convert::usize_u32_sat(i).wrapping_mul(0x3c6e_f372));
-            s.conn = Some(Connection::connect(
-                self.config.clone(),
-                s.local.port,
-                s.remote.port,
-                s.iss,
-                cc,
-            ));
+            // NewReno takes no time at its start.
+            let _ = self.endpoint.open_active(Time::ZERO, *h, iss);
         }
     }
 
     /// Number of connections.
     pub fn len(&self) -> usize {
-        self.slots.len()
+        self.pairs.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.pairs.is_empty()
     }
 
     /// Connection `i`.
     pub fn slot(&self, i: usize) -> Option<&ConnSlot> {
-        self.slots.get(i)
+        let (_, _, h) = self.pairs.get(i)?;
+        self.endpoint.stream(*h)
     }
 
     /// Connection `i`, mutably.
     pub fn slot_mut(&mut self, i: usize) -> Option<&mut ConnSlot> {
-        self.slots.get_mut(i)
+        let (_, _, h) = self.pairs.get(i)?;
+        self.endpoint.stream_mut(*h)
+    }
+
+    /// Connection `i`'s (local, remote) endpoints.
+    pub fn addrs(&self, i: usize) -> Option<(Addr, Addr)> {
+        self.pairs.get(i).map(|(l, r, _)| (*l, *r))
+    }
+
+    fn index_of(&self, h: ConnectionHandle) -> Option<usize> {
+        // Handles are given in the order of the pairs, from 0.
+        usize::try_from(h.0)
+            .ok()
+            .filter(|&i| self.pairs.get(i).is_some_and(|p| p.2 == h))
+    }
+
+    /// The endpoint's events are for engines that announce connections; agents poll their
+    /// connections instead.
+    fn sync(&mut self) {
+        while self.endpoint.poll_event().is_some() {}
+        let stats = self.endpoint.stats();
+        self.missing_payload = stats.missing_payload;
+        self.out_of_order = stats.out_of_order;
     }
 
     /// Feeds a packet to the connection it is addressed to; on the passive side a SYN
@@ -230,93 +222,49 @@ impl ConnSet {
             self.malformed += 1;
             return None;
         };
-        let i = self
-            .slots
-            .iter()
-            .position(|s| s.local.port == packet.dst.port && s.remote == packet.src)?;
-        let slot = self.slots.get_mut(i)?;
-        if repr.flags.syn {
-            slot.irs = Some(repr.seq);
-        }
-        if let (Some(irs), Some(conn)) = (slot.irs, slot.conn.as_ref())
-            && packet.payload_len > 0
-            && !repr.flags.syn
-        {
-            let delivered = conn.bytes_delivered();
-            if data_offset(irs, repr.seq, delivered).is_some_and(|o| o > delivered) {
-                self.out_of_order += 1;
-            }
-            if let Some(ring) = slot.recv_bytes.as_mut() {
-                match &packet.payload {
-                    Some(data) => ring.store_segment(irs, repr.seq, delivered, data),
-                    None => self.missing_payload += 1,
-                }
-            }
-        }
-        match slot.conn.as_mut() {
-            Some(c) => c.handle_segment(now, &repr, packet.payload_len),
-            None if repr.flags.syn && !repr.flags.ack => {
-                let cc = Connection::newreno(&self.config);
-                slot.iss = isn;
-                slot.conn = Some(Connection::accept(self.config.clone(), &repr, isn, cc));
-            }
-            None => return None,
-        }
-        if let (Some(buf), Some(conn)) = (slot.send_bytes.as_mut(), slot.conn.as_ref()) {
-            buf.release_through(conn.bytes_acked());
-        }
-        if let Some(c) = slot.conn.as_mut() {
-            while c.poll_event().is_some() {}
-        }
-        Some(i)
+        self.endpoint.set_passive_iss(isn);
+        let h = self.endpoint.handle_segment(
+            now,
+            packet.src,
+            &repr,
+            packet.payload_len,
+            packet.payload.as_deref(),
+        );
+        self.sync();
+        self.index_of(h?)
     }
 
     /// The next segment of any connection, connections taking turns.
     pub fn poll_transmit(&mut self, now: Time) -> Option<Packet> {
-        let n = self.slots.len();
-        for k in 0..n {
-            let i = (self.turn + k) % n;
-            let Some(s) = self.slots.get_mut(i) else {
+        loop {
+            let out = self.endpoint.poll_segment(now);
+            self.sync();
+            let out = out?;
+            let Some((local, remote)) = out.handle.and_then(|h| self.addrs(self.index_of(h)?))
+            else {
                 continue;
             };
-            let Some(c) = s.conn.as_mut() else {
+            let Some(mut p) = segment_packet(local, remote, &out.segment) else {
                 continue;
             };
-            if let Some(seg) = c.poll_transmit(now) {
-                self.turn = (i + 1) % n;
-                if let Some(mut p) = segment_packet(s.local, s.remote, &seg) {
-                    if let Some(buf) = s.send_bytes.as_ref()
-                        && seg.payload_len > 0
-                    {
-                        let mut data = vec![0u8; seg.payload_len as usize];
-                        if !(buf.copy_segment(s.iss, seg.repr.seq, &mut data)
-                            && p.set_payload(&data))
-                        {
-                            self.unmaterialised += 1;
-                        }
-                    }
-                    return Some(p);
+            if self.send_bytes && out.segment.payload_len > 0 {
+                let mut data = vec![0u8; out.segment.payload_len as usize];
+                if !(self.endpoint.copy_payload(&out, &mut data) && p.set_payload(&data)) {
+                    self.unmaterialised += 1;
                 }
             }
+            return Some(p);
         }
-        None
     }
 
     /// The earliest timer of any connection.
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.slots
-            .iter()
-            .filter_map(|s| s.conn.as_ref().and_then(Connection::poll_timeout))
-            .min()
+        self.endpoint.poll_timeout()
     }
 
     /// Fires the connections' timers.
     pub fn handle_timeout(&mut self, now: Time) {
-        for s in &mut self.slots {
-            if let Some(c) = s.conn.as_mut() {
-                c.handle_timeout(now);
-                while c.poll_event().is_some() {}
-            }
-        }
+        self.endpoint.handle_timeout(now);
+        self.sync();
     }
 }

@@ -33,6 +33,9 @@ use crate::wire::WireError;
 use std::collections::VecDeque;
 use std::time::Duration;
 
+/// The longest wait for an answer before a peer counts as silent.
+const MAX_SILENCE_BEFORE_PROBING: Duration = Duration::from_secs(1);
+
 /// What a connection tells the application.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConnEvent {
@@ -123,8 +126,15 @@ impl AtpConnection {
         self.liveness.is_silent(now, self.rto())
     }
 
+    /// How long this side waits for an answer before the peer counts as silent: one RTO,
+    /// at most [`MAX_SILENCE_BEFORE_PROBING`] (an RTO inflated by a queue must not let a
+    /// dead path eat seconds of full-size retransmissions).
     fn rto(&self) -> Duration {
-        self.sender.spp().rtt().rto()
+        self.sender
+            .spp()
+            .rtt()
+            .rto()
+            .min(MAX_SILENCE_BEFORE_PROBING)
     }
 
     /// Whether this side has messages to send that the peer's window keeps back, with
@@ -195,9 +205,15 @@ impl AtpConnection {
         if self.state == State::Closed {
             return Ok(());
         }
+        let silent = self.is_peer_silent(now);
         let result = self.route(now, bytes);
         match result {
-            Ok(()) => self.liveness.on_heard(now),
+            Ok(()) => {
+                self.liveness.on_heard(now);
+                if silent {
+                    self.sender.on_peer_back();
+                }
+            }
             Err(_) => self.malformed += 1,
         }
         result
