@@ -227,4 +227,24 @@ async fn the_same_events_through_the_daemon_and_in_process() {
     println!("through the daemon: {a:?}\nin process:         {b:?}");
     assert_eq!(a, b);
     assert_eq!(a.len(), 4);
+
+    // Dropping the handle closes its connection: the daemon forgets the client.
+    let observer = adaptnet_daemon::DaemonClient::connect(&socket, "observer")
+        .await
+        .expect("observer");
+    let me = format!("[{}]", std::process::id());
+    assert!(observer.status().await.expect("status").contains(&me));
+    drop(via_daemon);
+    let mut gone = false;
+    for _ in 0..50 {
+        if !observer.status().await.expect("status").contains(&me) {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        gone,
+        "the daemon still lists the dropped handle's connection"
+    );
 }
