@@ -209,20 +209,22 @@ fn serve_outlasts_descriptor_exhaustion_idle_floods_and_garbage() {
         }
     }
 
+    // The descriptors ran out (at least one accept loop says so; which ones meet EMFILE
+    // depends on how the two loops interleave, since the kernel completes every handshake
+    // of the flood before either accepts), and both listeners served afterwards (above).
     let log = server.stderr();
+    let sink_logged = log.contains("TCP bulk sink: accepting failed");
+    let naitcp_logged = log.contains("accepting a TCP connection failed");
+    eprintln!("exhaustion logged by: TCP sink {sink_logged}, NAI-TCP listener {naitcp_logged}");
     assert!(
-        log.contains("TCP bulk sink: accepting failed"),
-        "the sink logged the exhaustion: {log}"
-    );
-    assert!(
-        log.contains("accepting a TCP connection failed"),
-        "the NAI-TCP listener logged the exhaustion: {log}"
+        sink_logged || naitcp_logged,
+        "an accept loop logged the exhaustion: {log}"
     );
     let (status, summary) = server.stop_with(libc::SIGTERM);
     assert!(status.success(), "{status:?}");
     assert!(summary.contains("stopped (SIGTERM)"), "{summary}");
     assert!(
-        !summary.contains(" 0 failed accepts on the TCP sink"),
+        !sink_logged || !summary.contains(" 0 failed accepts on the TCP sink"),
         "the exhaustion is counted: {summary}"
     );
 }

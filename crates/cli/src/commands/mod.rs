@@ -14,8 +14,11 @@ pub mod link_bench;
 pub mod loopback_bench;
 pub mod monitor;
 pub mod real;
+pub mod sender_link;
 pub mod serve;
 pub mod sim;
+pub mod table2_netns_bench;
+pub mod urgent_bench;
 pub mod validate;
 
 use std::path::{Path, PathBuf};

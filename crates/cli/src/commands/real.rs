@@ -113,7 +113,7 @@ pub struct LevelTally {
 /// Runs `specs` on `conn` in wall-clock time: each message submitted at its time with its
 /// priority and callback timer (discarded on expiry, as in the paper's experiments); waits
 /// up to `drain` after the last submission for outcomes.
-async fn run_workload(
+pub(crate) async fn run_workload(
     conn: &Connection,
     specs: &[MessageSpec],
     levels: u8,

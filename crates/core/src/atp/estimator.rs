@@ -58,6 +58,8 @@ pub struct EstimatorConfig {
     /// Ticks a capacity sample (train, pair or drain rate) stays the floor of `available`
     /// with [`EstimatorMode::Bounded`]: the filter's window, the paper's horizon for "recent".
     pub capacity_fresh_ticks: u32,
+    /// The rate control's constants (with [`EstimatorMode::Control`]).
+    pub control: super::control::ControlConfig,
 }
 
 /// Which estimator runs.
@@ -68,7 +70,7 @@ pub enum EstimatorMode {
     /// 10 kB/s application on a 100 kB/s link the advertised estimate passes the link's rate
     /// after a few minutes and keeps climbing.
     Paper,
-    /// The default: Figure 3, plus four things it lacks, each from §4.2's own inputs (usage,
+    /// Figure 3, plus four things it lacks, each from §4.2's own inputs (usage,
     /// the interface send queue, packet dispersion):
     ///
     /// 1. **Bounded above**: `available` is at most one PROBE_SIZE above the highest rate
@@ -95,8 +97,15 @@ pub enum EstimatorMode {
     ///    train made of ATP's own queued datagrams), and Figure 3's backlog branch is applied
     ///    at once ([`EstimatorClock::handle_interface_bytes`]), instead of at the next tick
     ///    and through a five-second filter that still remembers the faster past.
-    #[default]
+    ///
+    /// The default before [`EstimatorMode::Control`]; kept for comparison.
     Bounded,
+    /// The default: not Figure 3 but a delay-bounded rate control measured on every
+    /// acknowledgement ([`super::control`]): it keeps the bottleneck queue near empty while
+    /// using the link, follows a fall within an RTT or two, finds a rise with filler trains
+    /// when the application is light, and gives NAI no estimate until there is evidence.
+    #[default]
+    Control,
 }
 
 impl Default for EstimatorConfig {
@@ -108,10 +117,11 @@ impl Default for EstimatorConfig {
             send_queue_capacity_packets: 50,
             mtu_bytes: 1500,
             poll_delay_s: 1,
-            mode: EstimatorMode::Bounded,
+            mode: EstimatorMode::Control,
             peak_window_ticks: 60,
             train_packets: 4,
             capacity_fresh_ticks: 5,
+            control: super::control::ControlConfig::default(),
         }
     }
 }
@@ -228,7 +238,8 @@ impl BandwidthEstimator {
             self.recent_used.pop_front();
         }
         let available = match self.config.mode {
-            EstimatorMode::Paper => available,
+            // The control does not run Figure 3 (a clock built for it never ticks).
+            EstimatorMode::Paper | EstimatorMode::Control => available,
             EstimatorMode::Bounded => {
                 let drained = self.fresh_capacity.is_some();
                 self.fresh_capacity = None;
@@ -422,7 +433,7 @@ impl EstimatorClock {
     fn start_packet_pair(&mut self) {
         let config = self.estimator.config();
         self.train_len = match config.mode {
-            EstimatorMode::Paper => 2,
+            EstimatorMode::Paper | EstimatorMode::Control => 2,
             EstimatorMode::Bounded => config
                 .train_packets
                 .clamp(2, crate::spp::wire::MAX_PROBE_TRAIN),
@@ -816,7 +827,10 @@ mod recovery_tests {
                 "{mode:?}"
             );
         }
-        let mut e = BandwidthEstimator::new(EstimatorConfig::default());
+        let mut e = BandwidthEstimator::new(EstimatorConfig {
+            mode: EstimatorMode::Bounded,
+            ..EstimatorConfig::default()
+        });
         e.on_packet_pair(100_000.0);
         for _ in 0..10 {
             e.on_tick(0, 40);
@@ -884,7 +898,10 @@ mod train_tests {
     /// ticks, then Figure 3's usage-based value applies again.
     #[test]
     fn test_capacity_sample_is_a_floor_while_fresh() {
-        let mut e = BandwidthEstimator::new(EstimatorConfig::default());
+        let mut e = BandwidthEstimator::new(EstimatorConfig {
+            mode: EstimatorMode::Bounded,
+            ..EstimatorConfig::default()
+        });
         e.on_packet_pair(100_000.0);
         for tick in 0..5 {
             let out = e.on_tick(10_000, 0);
@@ -915,7 +932,7 @@ mod train_tests {
                 out = out.or(c.handle_interface(now, u64::from(i) * 1_000, 1 + i / 2));
             }
             match mode {
-                EstimatorMode::Paper => assert_eq!(out, None),
+                EstimatorMode::Paper | EstimatorMode::Control => assert_eq!(out, None),
                 EstimatorMode::Bounded => {
                     let e = out.expect("reacted before the tick");
                     assert!((e.curbw_bytes_per_s - 50_000.0).abs() < 1.0, "{e:?}");

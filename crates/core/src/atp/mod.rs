@@ -9,11 +9,14 @@
 //!   (send, cancel, defer, resume, re-prioritise; receiving and outcomes as events). The
 //!   runtime runs it over UDP, the simulator's `atp_endpoint` agents over simulated links.
 //! * [`tcp`]: ATP over one TCP connection in fixed-size, padded segments (§4.1).
-//! * [`estimator`]: Figure 3.
+//! * [`estimator`]: Figure 3 (the paper's, selected with [`EstimatorMode::Paper`]).
+//! * [`control`]: the default rate control, short queues on purpose
+//!   ([`EstimatorMode::Control`]).
 //!
 //! The bandwidth source is pluggable ([`RateSource`]): the estimator, or a rate supplied from
 //! outside (an oracle that knows the true link rate).
 
+pub mod control;
 pub mod endpoint;
 pub mod estimator;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The ATP sender over SPP: NAI scheduling + SPP reliability + Figure 3 estimation + pacing.
 
+use super::control::RateControl;
 use super::estimator::{BandwidthEstimator, Estimate, EstimatorClock, EstimatorMode};
 use super::start::StartWindow;
 use super::{AtpConfig, Pacing, RateSource};
@@ -129,9 +130,20 @@ pub struct AtpSender {
     /// The bytes of live messages submitted with [`AtpSender::submit_bytes`], until their
     /// outcome is polled.
     payloads: PayloadStore,
-    /// The first flight's window (default estimator only).
+    /// The first flight's window ([`EstimatorMode::Bounded`] only).
     start: StartWindow,
+    /// The rate control ([`EstimatorMode::Control`], the default, with
+    /// [`RateSource::Estimated`]); Figure 3's clock does not run then.
+    control: Option<RateControl>,
+    /// The last estimate handed to NAI and when (with the control).
+    nai_rate: Option<(Time, f64)>,
 }
+
+/// Relative change of the control's estimate that is handed to NAI at once (smaller changes
+/// wait for [`NAI_RATE_REFRESH`]): NAI's rate update re-checks every scheduled message.
+const NAI_RATE_STEP: f64 = 0.05;
+/// Longest a changed estimate waits before NAI gets it.
+const NAI_RATE_REFRESH: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl AtpSender {
     /// A sender starting at `now`. With [`RateSource::Estimated`] the estimate starts at zero,
@@ -140,12 +152,21 @@ impl AtpSender {
         let nai = Scheduler::new(config.nai.clone());
         let config_max = config.max_buffered_bytes;
         let spp = SppSender::new(config.spp.clone());
+        let controlled =
+            source == RateSource::Estimated && config.estimator.mode == EstimatorMode::Control;
         let clock = EstimatorClock::new(
             config.estimator.clone(),
             now,
             config.spp.max_datagram_bytes,
-            source == RateSource::Estimated,
+            source == RateSource::Estimated && !controlled,
         );
+        let control = controlled.then(|| {
+            RateControl::new(
+                config.estimator.control.clone(),
+                config.spp.max_datagram_bytes,
+                now,
+            )
+        });
         let start = StartWindow::new(
             source == RateSource::Estimated
                 && config.estimator.mode == EstimatorMode::Bounded
@@ -153,7 +174,7 @@ impl AtpSender {
             config.initial_window_packets,
         );
         let pacer = Pacer {
-            rate_bytes_per_s: 0.0,
+            rate_bytes_per_s: control.as_ref().map_or(0.0, RateControl::pacing_rate),
             tokens: 0.0,
             burst_bytes: f64::from(config.pacing_burst_bytes.max(1)),
             granularity_s: config.timer_granularity.as_secs_f64(),
@@ -168,6 +189,8 @@ impl AtpSender {
             pacer,
             payloads: PayloadStore::new(config_max),
             start,
+            control,
+            nai_rate: None,
         }
     }
 
@@ -223,9 +246,21 @@ impl AtpSender {
         self.spp.stats()
     }
 
-    /// The estimator's latest output.
+    /// The estimator's latest output. With the rate control, `curbw` is the bottleneck rate
+    /// measured and `available` the estimate NAI plans with (0 until there is evidence).
     pub fn estimate(&self) -> Estimate {
-        self.clock.estimator().estimate()
+        match &self.control {
+            Some(c) => Estimate {
+                curbw_bytes_per_s: c.bottleneck_bytes_per_s(),
+                available_bytes_per_s: c.estimate().unwrap_or(0.0),
+            },
+            None => self.clock.estimator().estimate(),
+        }
+    }
+
+    /// The rate control, with [`EstimatorMode::Control`].
+    pub fn control(&self) -> Option<&RateControl> {
+        self.control.as_ref()
     }
 
     /// The estimator (branch, staleness).
@@ -246,6 +281,9 @@ impl AtpSender {
     /// Current interface send-queue length in packets (the simulator's interface queue).
     pub fn handle_queue_len(&mut self, _now: Time, packets: u32) {
         self.clock.handle_queue_len(packets);
+        if let Some(c) = self.control.as_mut() {
+            c.on_queue(packets);
+        }
     }
 
     /// Cumulative bytes sent plus received by the interface ("polling the network card for the
@@ -254,6 +292,10 @@ impl AtpSender {
     /// that keeps growing lowers the estimate at once (see
     /// [`EstimatorClock::handle_interface_bytes`]).
     pub fn handle_interface_bytes(&mut self, now: Time, total_bytes: u64) {
+        if self.control.is_some() {
+            // The control measures delivery from acknowledgements; the counter is Figure 3's.
+            return;
+        }
         if let Some(e) = self.clock.handle_interface_bytes(now, total_bytes)
             && self.source == RateSource::Estimated
         {
@@ -281,9 +323,36 @@ impl AtpSender {
         self.clock
             .handle_own_bytes((repr.buffer_len() + payload_len as usize) as u64);
         match repr {
+            SppRepr::Ack(ack) if self.control.is_some() => {
+                let samples = self.spp.rtt().samples();
+                let outcomes = self.spp.handle_ack(now, ack);
+                let rtt = (self.spp.rtt().samples() > samples)
+                    .then(|| self.spp.rtt().latest())
+                    .flatten();
+                let header = u64::from(self.config.spp.max_datagram_bytes)
+                    .saturating_sub(u64::from(self.spp.max_payload()));
+                let acked: u64 = outcomes
+                    .iter()
+                    .map(|o| match o {
+                        SppOutcome::Acked { len, .. } => len + header,
+                        _ => 0,
+                    })
+                    .sum();
+                if let Some(c) = self.control.as_mut() {
+                    c.on_ack(now, acked, rtt);
+                }
+                self.apply(now, outcomes);
+                self.sync_control(now);
+            }
             SppRepr::Ack(ack) => {
                 let outcomes = self.spp.handle_ack(now, ack);
                 self.apply(now, outcomes);
+            }
+            SppRepr::Report(r) if self.control.is_some() => {
+                if let Some(c) = self.control.as_mut() {
+                    c.on_report(now, r);
+                }
+                self.sync_control(now);
             }
             SppRepr::Report(r) if self.source == RateSource::Estimated => {
                 if let Some(e) = self.clock.handle_report(r) {
@@ -306,6 +375,41 @@ impl AtpSender {
             Pacing::Curbw => e.curbw_bytes_per_s,
         };
         self.apply_rates(now, e.available_bytes_per_s, pace);
+    }
+
+    /// Hands the control's rates to the pacer (always) and to NAI (once there is an estimate;
+    /// at once when it moved by more than [`NAI_RATE_STEP`], else at most every
+    /// [`NAI_RATE_REFRESH`]).
+    fn sync_control(&mut self, now: Time) {
+        let in_flight = self.spp.in_flight_packets();
+        let Some(c) = self.control.as_mut() else {
+            return;
+        };
+        c.set_in_flight(in_flight);
+        let pace = c.pacing_rate();
+        let estimate = c.estimate();
+        self.pacer.set_rate(now, pace);
+        let Some(e) = estimate else {
+            return;
+        };
+        let due = match self.nai_rate {
+            None => true,
+            Some((at, last)) => {
+                (e - last).abs() > NAI_RATE_STEP * last
+                    || (e != last && now.saturating_since(at) >= NAI_RATE_REFRESH)
+            }
+        };
+        if due {
+            self.nai_rate = Some((now, e));
+            let share = self.payload_share();
+            self.nai.set_rate(now, e * share);
+        }
+    }
+
+    /// NAI plans message bytes; the estimate counts datagram bytes.
+    fn payload_share(&self) -> f64 {
+        (f64::from(self.spp.max_payload()) / f64::from(self.config.spp.max_datagram_bytes.max(1)))
+            .clamp(0.0, 1.0)
     }
 
     fn apply_rates(&mut self, now: Time, advertised: f64, pace: f64) {
@@ -372,28 +476,68 @@ impl AtpSender {
                 payload_len: 0,
             }));
         }
-        if let Some(probe) = self.clock.poll_transmit() {
+        if self.control.is_none()
+            && let Some(probe) = self.clock.poll_transmit()
+        {
             return Some(self.count(probe));
         }
         self.pacer.refill(now);
-        if !self.pacer.ready() || !self.can_send_data() {
+        if !self.pacer.ready() {
             return None;
         }
-        let chunk =
+        if !self.can_send_data() {
+            return None;
+        }
+        let Some(chunk) =
             self.nai
-                .next_chunk_at(now, self.spp.max_payload(), self.spp.can_start_new())?;
+                .next_chunk_at(now, self.spp.max_payload(), self.spp.can_start_new())
+        else {
+            return self.poll_filler(now);
+        };
         let header: DataHeader = self.spp.on_data_sent(now, &chunk);
         let d = SppDatagram {
             repr: SppRepr::Data(header),
             payload_len: u32::from(header.len),
         };
         self.pacer.tokens -= d.wire_len() as f64;
+        if let Some(c) = self.control.as_mut() {
+            c.on_sent(now, d.wire_len() as u64);
+            self.sync_control(now);
+        }
         Some(self.count(d))
     }
 
-    /// Whether SPP's bound and the first flight's window both allow another DATA packet.
+    /// The pacer allows a datagram and the application has none (the control's filler).
+    fn poll_filler(&mut self, now: Time) -> Option<SppDatagram> {
+        if self.nai.has_sendable() {
+            // Held back by SPP's bounds, not idle.
+            return None;
+        }
+        let c = self.control.as_mut()?;
+        c.on_app_limited();
+        if !c.wants_filler(now) {
+            return None;
+        }
+        if !c.filler_sending() {
+            // A new train is paced from its first datagram, not sent in a saved-up burst.
+            self.pacer.tokens = self.pacer.tokens.min(0.0);
+        }
+        let d = c.poll_filler(now)?;
+        self.pacer.tokens -= d.wire_len() as f64;
+        self.sync_control(now);
+        Some(self.count(d))
+    }
+
+    /// Whether SPP's bound, the first flight's window and the control's cap on bytes in
+    /// flight all allow another DATA packet.
     fn can_send_data(&self) -> bool {
-        self.spp.can_send_data() && self.start.allows(self.spp.in_flight_packets())
+        let in_flight = self.spp.in_flight_packets();
+        let capped = self.control.as_ref().is_some_and(|c| {
+            let bytes =
+                (in_flight as u64).saturating_mul(u64::from(self.config.spp.max_datagram_bytes));
+            bytes >= c.cwnd_bytes()
+        });
+        !capped && self.spp.can_send_data() && self.start.allows(in_flight)
     }
 
     fn count(&mut self, d: SppDatagram) -> SppDatagram {
@@ -409,7 +553,17 @@ impl AtpSender {
                 t = Some(t.map_or(x, |y| y.min(x)));
             }
         };
-        if self.source == RateSource::Estimated {
+        if let Some(c) = &self.control {
+            take(c.poll_timeout());
+            // Only when `poll_transmit` would send it: a timer it cannot act on would fire
+            // at once, again and again, without time passing.
+            if !self.nai.has_sendable()
+                && self.can_send_data()
+                && let (Some(due), Some(ready)) = (c.filler_due(), self.pacer.next_ready())
+            {
+                take(Some(due.max(ready)));
+            }
+        } else if self.source == RateSource::Estimated {
             take(Some(self.clock.poll_timeout()));
         }
         take(self.nai.poll_timeout());
@@ -422,7 +576,11 @@ impl AtpSender {
 
     /// Runs the estimator tick, callback timers and the retransmission timer due by `now`.
     pub fn handle_timeout(&mut self, now: Time) {
-        if self.source == RateSource::Estimated
+        if let Some(c) = self.control.as_mut() {
+            c.set_in_flight(self.spp.in_flight_packets());
+            c.handle_timeout(now);
+            self.sync_control(now);
+        } else if self.source == RateSource::Estimated
             && let Some(e) = self.clock.handle_timeout(now)
         {
             // A tick: usage measured over a whole period.
@@ -437,6 +595,7 @@ impl AtpSender {
         self.nai.handle_timeout(now);
         let lost = self.spp.handle_timeout(now);
         self.apply(now, lost);
+        self.sync_control(now);
     }
 
     /// The next application event. A message's bytes are released when its outcome passes
@@ -447,6 +606,7 @@ impl AtpSender {
             self.payloads.release(id);
             // Refused for bandwidth: the estimate may merely be low; measure (default mode).
             if self.source == RateSource::Estimated
+                && self.control.is_none()
                 && matches!(
                     outcome,
                     Outcome::Rejected(

@@ -44,7 +44,9 @@ struct Net {
 
 impl Net {
     fn new(source: RateSource, rate: impl Fn(Time) -> f64 + 'static, seed: u64) -> Net {
-        Net::with_mode(source, rate, seed, EstimatorMode::default())
+        // These end-to-end tests check Figure 3 with its bounds (the rate control has its own
+        // pair in `control/pair_tests.rs`).
+        Net::with_mode(source, rate, seed, EstimatorMode::Bounded)
     }
 
     fn with_mode(
@@ -806,7 +808,7 @@ fn test_refusal_triggers_a_train_and_the_next_message_is_admitted() {
         net.run_until(up + Duration::from_millis(600));
         let second = net.submit(150_000, timed);
         match mode {
-            EstimatorMode::Paper => {
+            EstimatorMode::Paper | EstimatorMode::Control => {
                 assert_eq!(net.sender.packet_pairs(), trains);
                 assert!(second.is_err(), "paper: refused again");
             }

@@ -469,12 +469,15 @@ impl Scheduler {
         }
         loop {
             let (pass, qi, id) = self.select(can_start_new)?;
-            let late = self.messages.get(&id).is_some_and(|m| match m.deadline {
-                Some(d) if d > now => {
-                    m.unsent() as f64 > self.queue_rate(qi, None) * (d - now).as_secs_f64()
-                }
-                _ => false,
-            });
+            // No estimate yet: nothing says the message cannot make it (it is checked at the
+            // first `set_rate`), so it is sent.
+            let late = self.rate_known
+                && self.messages.get(&id).is_some_and(|m| match m.deadline {
+                    Some(d) if d > now => {
+                        m.unsent() as f64 > self.queue_rate(qi, None) * (d - now).as_secs_f64()
+                    }
+                    _ => false,
+                });
             if !late {
                 return self.dispatch(pass, qi, id, max_len);
             }

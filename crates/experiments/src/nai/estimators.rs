@@ -1,5 +1,6 @@
 //! `adaptnet exp nai-estimators`: ATP's two estimators — Figure 3 as printed (`ATP`, what the
-//! reproductions run) and the library's bounded default (`ATP-default`) — against the oracle
+//! reproductions run) and the library's default, the rate control (`ATP-default`,
+//! `EstimatorMode::Control`) — against the oracle
 //! (the true link rate), NAI-TCP and the best NAI-MTCPk, on Table 2's six workloads over
 //! traces no other experiment uses (`experiments/nai/estimators.params`). Reports, per trace,
 //! the fraction delivered before the timer per workload and priority, and checks the aims:
@@ -61,7 +62,7 @@ impl Experiment for Estimators {
     }
 
     fn summary(&self) -> &'static str {
-        "ATP's estimators (Figure 3 as printed vs the bounded default) against the oracle, \
+        "ATP's estimators (Figure 3 as printed vs the default rate control) against the oracle, \
          NAI-TCP and NAI-MTCPk on Table 2's workloads over three new traces"
     }
 
@@ -90,7 +91,7 @@ impl Experiment for Estimators {
         report.text(
             "ATP's estimators on new traces: percent of messages delivered before their timers \
              (mean over trials). ATP = Figure 3 as printed (the reproductions' estimator); \
-             ATP-default = the library's bounded estimator.",
+             ATP-default = the library's default, the rate control (short queues).",
         );
         let total = (trace_params.len() * t2.workloads.len() * COMPARED.len() * seeds.len()) as f64;
         let mut done = 0.0;

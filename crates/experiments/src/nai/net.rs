@@ -82,7 +82,8 @@ impl Testbed {
 pub enum Implementation {
     /// ATP over SPP with its estimator (the paper's ATP: Figure 3 as printed).
     Atp,
-    /// ATP over SPP with the library's default estimator (`EstimatorMode::Bounded`).
+    /// ATP over SPP with the library's default estimator (`EstimatorMode::Control`, the rate
+    /// control).
     AtpDefault,
     /// ATP (its configuration as given: the paper's estimator in the reproductions) through
     /// core's endpoint, as the runtime runs it: handshake with a retry token, keep-alive,
@@ -237,7 +238,7 @@ impl Run {
             Implementation::AtpDefault => {
                 let atp = AtpConfig {
                     estimator: adaptnet_core::atp::EstimatorConfig {
-                        mode: EstimatorMode::Bounded,
+                        mode: EstimatorMode::Control,
                         ..atp.estimator.clone()
                     },
                     ..atp

@@ -77,5 +77,11 @@ pub(super) fn stats(conn: &AtpConnection) -> AtpConnectionStats {
         pacing_bytes_per_s: s.pacing_bytes_per_s,
         packet_pairs: s.packet_pairs,
         malformed: s.malformed,
+        control: conn.sender().control().map(|c| super::ControlState {
+            phase: c.phase(),
+            bottleneck_bytes_per_s: c.bottleneck_bytes_per_s(),
+            min_rtt: c.min_rtt(),
+            stats: c.stats(),
+        }),
     }
 }

@@ -90,6 +90,21 @@ pub struct AtpConnectionStats {
     pub packet_pairs: u64,
     /// Datagrams from the peer that did not parse.
     pub malformed: u64,
+    /// The default rate control's state and counters (`None` with Figure 3's estimator).
+    pub control: Option<ControlState>,
+}
+
+/// What the rate control ([`adaptnet_core::atp::control`]) stands at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControlState {
+    /// Its phase.
+    pub phase: adaptnet_core::atp::control::Phase,
+    /// The bottleneck rate measured, datagram bytes per second.
+    pub bottleneck_bytes_per_s: f64,
+    /// The minimum RTT.
+    pub min_rtt: Option<Duration>,
+    /// Counters (queue reactions, stalls, filler trains).
+    pub stats: adaptnet_core::atp::control::ControlStats,
 }
 
 /// An ATP endpoint's own counters.

@@ -1,0 +1,393 @@
+//! `adaptnet bench table2-netns`: Table 2's six workloads (papers/000 §5.4,
+//! `experiments/nai/table2.params`) over a namespace link, ATP against NAI-TCP and
+//! NAI-MTCP1–3, with the simulator's numbers for the same messages beside them.
+//!
+//! Three links, each a veth shaped with `tbf` (`burst 16kb latency 100ms`) on the sender's
+//! side, run side by side (each in a namespace of its own): 10 Mbit/s; 1 Mbit/s, where
+//! `overload` (192 KB/s offered) overloads it; and a rate stepped 8 → 2 → 8 → 2 Mbit/s every
+//! 10 s with `tc qdisc change`. Each workload's first [`SECONDS`] (the stepped link: 40 s)
+//! runs once per transport, messages submitted in wall-clock time by the same code as
+//! `adaptnet send` ([`super::real`]); on-time = delivered before the message's timer. The
+//! baselines' kernel TCP runs the machine's default congestion control, BBR, set as the
+//! sender namespace's default ([`super::sender_link`]).
+//!
+//! On the stepped link ATP's planning estimate is sampled every 50 ms: at 1 s after each
+//! change it is compared with the new rate (as message bytes: 1,427 of every 1,514 bytes on
+//! the wire), with the time it first came within 20 %; `tbf` drops are counted over the run
+//! and in the 2 s after each change.
+//!
+//! The simulator column runs the same messages on the `nai-table2` testbed (2 ms each way,
+//! 50-packet drop-tail queue) at the same rates: `ATP-default` (the rate control) and the
+//! best of NAI-TCP and NAI-MTCP1–3.
+
+use super::real::{LevelTally, run_workload, workload};
+use super::sender_link::{ReceiverSocket, SenderLink, serve};
+use adaptnet_core::Time;
+use adaptnet_core::nai::app::MessageSpec;
+use adaptnet_experiments::nai::net::{Implementation, Run, Testbed, atp_config};
+use adaptnet_experiments::nai::params::{WorkloadParams, load};
+use adaptnet_experiments::nai::table2::{PARAMS, Table2Params, tally};
+use adaptnet_experiments::report::table::Table;
+use adaptnet_runtime::atp::InterfaceChoice;
+use adaptnet_runtime::message::{Endpoint, EndpointOptions, Transport};
+use adaptnet_sim::agents::nai_app::ScheduledApp;
+use adaptnet_sim::link::Bandwidth;
+use adaptnet_sim::trace::PiecewiseTrace;
+use anyhow::{Result, anyhow};
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Seconds of each workload on the fixed-rate links.
+const SECONDS: u64 = 20;
+/// The stepped link's schedule: (from second, Mbit/s).
+const STEPS: [(u64, f64); 4] = [(0, 8.0), (10, 2.0), (20, 8.0), (30, 2.0)];
+/// tbf's bucket, as the runtime's namespace tests shape.
+const BURST: u32 = 16 * 1024;
+/// Message bytes per byte on the wire (1,427 of 1,514: SPP, UDP, IP and Ethernet headers).
+const PAYLOAD_SHARE: f64 = 1427.0 / 1514.0;
+/// The transports, in table order.
+const TRANSPORTS: [(&str, Transport); 5] = [
+    ("ATP", Transport::Atp),
+    ("NAI-TCP", Transport::NaiTcp),
+    ("NAI-MTCP1", Transport::NaiMtcp(1)),
+    ("NAI-MTCP2", Transport::NaiMtcp(2)),
+    ("NAI-MTCP3", Transport::NaiMtcp(3)),
+];
+/// The simulator's implementations for the same columns.
+const SIMULATED: [Implementation; 5] = [
+    Implementation::AtpDefault,
+    Implementation::NaiTcp,
+    Implementation::Mtcp(1),
+    Implementation::Mtcp(2),
+    Implementation::Mtcp(3),
+];
+
+/// One link.
+#[derive(Clone, Copy)]
+struct LinkSpec {
+    name: &'static str,
+    subnet: u8,
+    /// (from second, Mbit/s).
+    steps: &'static [(u64, f64)],
+    seconds: u64,
+}
+
+const LINKS: [LinkSpec; 3] = [
+    LinkSpec {
+        name: "10 Mbit/s",
+        subnet: 94,
+        steps: &[(0, 10.0)],
+        seconds: SECONDS,
+    },
+    LinkSpec {
+        name: "1 Mbit/s",
+        subnet: 95,
+        steps: &[(0, 1.0)],
+        seconds: SECONDS,
+    },
+    LinkSpec {
+        name: "8/2/8/2 Mbit/s, 10 s each",
+        subnet: 96,
+        steps: &STEPS,
+        seconds: 40,
+    },
+];
+
+/// One run of one workload on one transport.
+struct RunResult {
+    levels: Vec<LevelTally>,
+    drops: u64,
+    /// tbf drops within 2 s after each change.
+    transition_drops: Vec<u64>,
+    /// (seconds, estimate bytes/s of message payload), every 50 ms.
+    estimate: Vec<(f64, f64)>,
+}
+
+fn bits(mbit: f64) -> u64 {
+    (mbit * 1e6).round() as u64
+}
+
+/// `adaptnet bench table2-netns`.
+pub fn run(experiments: &Path) -> Result<ExitCode> {
+    let params: Table2Params = load(experiments, PARAMS)?;
+    let mut threads = Vec::new();
+    for spec in LINKS {
+        let experiments = experiments.to_path_buf();
+        threads.push(std::thread::spawn(move || run_link(spec, &experiments)));
+    }
+    let mut all = Vec::new();
+    for t in threads {
+        all.push(
+            t.join()
+                .map_err(|_| anyhow!("a link's thread panicked"))??,
+        );
+    }
+    for (spec, results) in LINKS.iter().zip(&all) {
+        let sim = simulate(&params, spec)?;
+        println!(
+            "\nTable 2 workloads over the namespace link, {} (first {} s of each workload, one \
+             run; percent on time; baselines' kernel TCP: bbr)",
+            spec.name, spec.seconds
+        );
+        print!("{}", render(&params.workloads, results, &sim).render());
+        if spec.steps.len() > 1 {
+            println!("\nATP's estimate on the {} link", spec.name);
+            print!(
+                "{}",
+                render_tracking(spec, &params.workloads, results).render()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Every workload on every transport over one link; `[workload][transport]`.
+fn run_link(spec: LinkSpec, experiments: &Path) -> Result<Vec<Vec<RunResult>>> {
+    let params: Table2Params = load(experiments, PARAMS)?;
+    let link = Arc::new(SenderLink::create(
+        &format!("t2{}", spec.subnet),
+        spec.subnet,
+    )?);
+    link.set_congestion("bbr")?;
+    let rt = link.runtime()?;
+    let mut out = Vec::new();
+    for w in &params.workloads {
+        let (_, specs) = workload(experiments, &w.name, 1, Duration::from_secs(spec.seconds))?;
+        let mut row = Vec::new();
+        for (name, transport) in TRANSPORTS {
+            eprintln!("table2-netns {}: {} on {name}", spec.name, w.name);
+            let (link, specs, w) = (link.clone(), specs.clone(), w.clone());
+            let socket = ReceiverSocket::bind(&link, transport)?;
+            let r = rt.block_on(async move {
+                tokio::spawn(async move { one(link, socket, spec, &w, &specs, transport).await })
+                    .await
+                    .map_err(|e| anyhow!("the run's task failed: {e}"))?
+            })?;
+            row.push(r);
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+async fn one(
+    link: Arc<SenderLink>,
+    socket: ReceiverSocket,
+    spec: LinkSpec,
+    w: &WorkloadParams,
+    specs: &[MessageSpec],
+    transport: Transport,
+) -> Result<RunResult> {
+    let first = spec.steps.first().map_or(10.0, |s| s.1);
+    link.shape(bits(first), BURST)?;
+    let mut server_opts = EndpointOptions::server(transport).with_levels(w.levels);
+    let mut client_opts = EndpointOptions::client(transport).with_levels(w.levels);
+    for o in [&mut server_opts, &mut client_opts] {
+        if let Some(a) = o.atp_mut() {
+            a.interface = InterfaceChoice::Off;
+        }
+    }
+    let (server, mut arrivals) = serve(socket, server_opts)?;
+    tokio::spawn(async move { while arrivals.recv().await.is_some() {} });
+    let client = Endpoint::bind(link.sender_bind(), client_opts)?;
+    let conn = client.connect(server.local_addr()).await?;
+    let before = link.qdisc()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let start = Instant::now();
+    // The rate schedule and the drops around each change, on a thread of its own.
+    let stepper = {
+        let (stop, link) = (stop.clone(), link.clone());
+        let steps = spec.steps;
+        std::thread::spawn(move || -> Vec<u64> {
+            let mut transition = Vec::new();
+            for &(at, mbit) in steps.iter().skip(1) {
+                let due = Duration::from_secs(at);
+                while start.elapsed() < due && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let d0 = link.qdisc().map(|q| q.drops).unwrap_or(0);
+                let _ = link.change_rate(bits(mbit), BURST);
+                std::thread::sleep(Duration::from_secs(2));
+                let d1 = link.qdisc().map(|q| q.drops).unwrap_or(d0);
+                transition.push(d1.saturating_sub(d0));
+            }
+            transition
+        })
+    };
+    let sampler = {
+        let (stop, conn) = (stop.clone(), conn.clone());
+        tokio::spawn(async move {
+            let mut v = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                v.push((start.elapsed().as_secs_f64(), conn.bandwidth()));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            v
+        })
+    };
+    let report = run_workload(&conn, specs, w.levels, Duration::from_secs(20)).await?;
+    stop.store(true, Ordering::Relaxed);
+    let estimate = sampler.await.unwrap_or_default();
+    let transition_drops = stepper
+        .join()
+        .map_err(|_| anyhow!("the rate schedule's thread panicked"))?;
+    let after = link.qdisc()?;
+    drop(conn);
+    client.close();
+    server.close();
+    Ok(RunResult {
+        levels: report.levels,
+        drops: after.drops.saturating_sub(before.drops),
+        transition_drops,
+        estimate,
+    })
+}
+
+/// The simulator on the same messages: `[workload][implementation]` per-level on-time
+/// fractions.
+fn simulate(params: &Table2Params, spec: &LinkSpec) -> Result<Vec<Vec<Vec<f64>>>> {
+    let steps: Vec<(f64, f64)> = spec
+        .steps
+        .iter()
+        .map(|&(at, mbit)| (at as f64, mbit * 1e6 / 8.0))
+        .collect();
+    let bandwidth = Bandwidth::Piecewise(PiecewiseTrace { steps });
+    let testbed = Testbed::new(&params.testbed, bandwidth, PARAMS)?;
+    let end = Time::from_secs(spec.seconds);
+    let mut out = Vec::new();
+    for w in &params.workloads {
+        let msgs: Vec<MessageSpec> = adaptnet_experiments::nai::workloads::messages(w, 1)?
+            .into_iter()
+            .filter(|m| m.at < end)
+            .collect();
+        let mut row = Vec::new();
+        for imp in SIMULATED {
+            let app = Box::new(ScheduledApp::new(msgs.clone()));
+            let mut run = Run::new(&testbed, imp, atp_config(w.levels, 1), app, 1)?;
+            run.run_until(end + Duration::from_secs(20));
+            run.finish();
+            let ledger = run
+                .ledger()
+                .ok_or_else(|| anyhow!("the simulated sender has no ledger"))?;
+            let t = tally(ledger, w.levels);
+            row.push(t.tallies.iter().map(|t| t.fraction()).collect());
+        }
+        out.push(row);
+    }
+    Ok(out)
+}
+
+fn pct(v: f64) -> String {
+    format!("{:.1}", 100.0 * v)
+}
+
+fn on_time(l: &LevelTally) -> f64 {
+    if l.submitted == 0 {
+        0.0
+    } else {
+        l.on_time as f64 / l.submitted as f64
+    }
+}
+
+fn render(
+    workloads: &[WorkloadParams],
+    results: &[Vec<RunResult>],
+    sim: &[Vec<Vec<f64>>],
+) -> Table {
+    let mut header = vec!["workload".to_string(), "priority".to_string()];
+    header.extend(TRANSPORTS.iter().map(|(n, _)| format!("{n} %")));
+    header.extend([
+        "ATP >= best".to_string(),
+        "ATP not on time: late/exp/rej".to_string(),
+        "tbf drops ATP / best".to_string(),
+        "sim ATP %".to_string(),
+        "sim best baseline %".to_string(),
+    ]);
+    let mut t = Table::new(header);
+    for ((w, row), srow) in workloads.iter().zip(results).zip(sim) {
+        for level in 0..usize::from(w.levels) {
+            let Some(atp) = row.first().and_then(|r| r.levels.get(level)) else {
+                continue;
+            };
+            if atp.submitted == 0 {
+                continue;
+            }
+            let f: Vec<f64> = row
+                .iter()
+                .map(|r| r.levels.get(level).map_or(0.0, on_time))
+                .collect();
+            let (best_i, best) =
+                f.iter().enumerate().skip(1).fold(
+                    (1, 0.0),
+                    |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
+                );
+            let mut cells = vec![w.name.clone(), atp.name.clone()];
+            cells.extend(f.iter().map(|&v| pct(v)));
+            cells.push(if f[0] + 1e-9 >= best { "yes" } else { "NO" }.into());
+            cells.push(format!("{}/{}/{}", atp.late, atp.expired, atp.rejected));
+            cells.push(format!(
+                "{} / {}",
+                row[0].drops,
+                row.get(best_i).map_or(0, |r| r.drops)
+            ));
+            let s: Vec<f64> = srow
+                .iter()
+                .map(|l| l.get(level).copied().unwrap_or(0.0))
+                .collect();
+            cells.push(pct(s[0]));
+            cells.push(pct(s.iter().skip(1).copied().fold(0.0, f64::max)));
+            t.row(cells);
+        }
+    }
+    t
+}
+
+fn render_tracking(
+    spec: &LinkSpec,
+    workloads: &[WorkloadParams],
+    results: &[Vec<RunResult>],
+) -> Table {
+    let mut header = vec!["workload (ATP)".to_string()];
+    for &(at, mbit) in spec.steps.iter().skip(1) {
+        header.push(format!(
+            "{at} s → {mbit}: estimate at +1 s / first within 20 %"
+        ));
+    }
+    header.push("tbf drops: run / 2 s after each change".into());
+    let mut t = Table::new(header);
+    for (w, row) in workloads.iter().zip(results) {
+        let Some(atp) = row.first() else { continue };
+        let mut cells = vec![w.name.clone()];
+        for &(at, mbit) in spec.steps.iter().skip(1) {
+            let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;
+            let at = at as f64;
+            let at1 = atp
+                .estimate
+                .iter()
+                .rfind(|(s, _)| *s <= at + 1.0)
+                .map_or(0.0, |e| e.1);
+            let within = atp
+                .estimate
+                .iter()
+                .find(|(s, e)| *s >= at && (e / want - 1.0).abs() <= 0.2)
+                .map(|(s, _)| s - at);
+            cells.push(format!(
+                "{:.2} Mbit/s ({:+.0} %) / {}",
+                at1 * 8e-6,
+                100.0 * (at1 / want - 1.0),
+                within.map_or("never".into(), |d| format!("{:.2} s", d))
+            ));
+        }
+        let tr: Vec<String> = atp.transition_drops.iter().map(u64::to_string).collect();
+        cells.push(format!("{} / {}", atp.drops, tr.join(", ")));
+        t.row(cells);
+    }
+    t
+}

@@ -1,0 +1,765 @@
+//! ATP's default rate control: short queues on purpose, and an estimate from the first packet
+//! to the last ([`EstimatorMode::Control`](super::EstimatorMode::Control)).
+//!
+//! The paper's ATP paces at Figure 3's estimate, run once a second from interface counters
+//! (`papers/000_97f7680fd99dd928.txt` §4.2). On a real link that keeps the bottleneck queue
+//! full (its probe is advertised and sent above what was used), follows a fall a second late
+//! and through a five-second filter, and knows nothing before its first packet pair — which a
+//! token-bucket shaper passes at line rate. This control keeps the paper's interface (one
+//! rate that paces SPP and one that NAI plans with, §4.2–§4.3) and measures the path the way
+//! today's delay-aware controllers do, on every acknowledgement:
+//!
+//! * **From BBR** (Cardwell, Cheng, Gunn, Hassas Yeganeh and Jacobson, "BBR:
+//!   Congestion-Based Congestion Control", ACM Queue 14(5), 2016, and the IETF draft
+//!   "BBR Congestion Control", sections "Startup", "Drain", "ProbeBW" and "BBR.max_bw"):
+//!   the path model — the bottleneck rate is the windowed maximum of delivery-rate samples
+//!   (samples taken while the application left the pipe idle may only raise it) and the
+//!   propagation delay is the windowed minimum RTT (10 s); pacing at a gain times the rate;
+//!   STARTUP at 2/ln 2 per round until the rate stops growing by a quarter for three rounds;
+//!   DRAIN below the rate to remove what startup queued; and the PROBE_BW gain cycle — one
+//!   phase at 1.25 (probe for more, a short bounded burst), one at 0.75 (drain what the probe
+//!   built), six at 1.0 — each phase one minimum RTT. And the safety net: packets in flight
+//!   are capped at twice the bandwidth-delay product (plus RFC 6928's ten packets), so an
+//!   outage cannot fill the queue.
+//! * **From Copa** (Arun and Balakrishnan, "Copa: Practical Delay-Based Congestion Control for
+//!   the Internet", NSDI 2018, §2 "Copa target rate" and §2.1 on `RTTstanding`): queueing
+//!   delay is the *standing* RTT — the smallest RTT of the last half smoothed RTT, which
+//!   ignores the jitter of one packet and of acknowledgement batching — minus the minimum RTT.
+//! * **From LEDBAT** (RFC 6817, sections "Base delay" / "Target" of its design, and the
+//!   "Queuing delay estimate" in its sender algorithm): a small fixed *target* for that
+//!   queueing delay, with the base delay kept over a long history that ages out (here BBR's
+//!   10 s window), so a route change is eventually forgotten. LEDBAT targets 100 ms because it
+//!   yields to TCP; ATP's aim is an urgent message that waits for nothing, so the target here
+//!   is `queue_target` (1 ms) or `queue_target_packets` (2) datagram times at the estimated
+//!   rate, whichever is longer.
+//!
+//! What is ATP's own: when the standing queueing delay passes the target (or, where the engine
+//! reports it, the interface send queue holds more than that many bytes: §4.2's own signal),
+//! the queue stands, so the bottleneck was busy and the delivery rate just measured *is* its
+//! rate — the estimate is reset to it at once (a fall is followed within one or two RTTs, not
+//! at the next one-second tick), and the sender drains below it for as long as the queue
+//! takes to empty. And when the application leaves the link idle, the control probes with
+//! **filler trains**: short paced trains of SPP PROBE datagrams (the paper's packet-pair
+//! mechanism, §4.2, sent at a chosen rate instead of back to back) at a gain above the
+//! estimate. A train the receiver saw arrive as fast as it was sent shows the link takes at
+//! least that rate (the estimate rises, and the next train follows at once with a higher
+//! gain); one that arrived slower measured the bottleneck. A rise is found without a heavy
+//! sender, a fall without one, and the filler is bounded to `filler_share` of the estimate
+//! (at most one train every `filler_min_interval`) while nothing rises.
+//!
+//! When acknowledgements stop while data is in flight (an outage), the estimate halves every
+//! `stall` period — the Congestion Manager's exponential aging of an idle rate
+//! (`papers/003_e14495e0957e2bee.txt` §2.2.3), here for a path that went silent — and the
+//! control returns to STARTUP, so it regrows within a few rounds once the path answers.
+//!
+//! Until the first evidence of the path's rate (STARTUP ends: the queue formed, the rate
+//! stopped growing, or a filler train measured the bottleneck) there is no estimate
+//! ([`RateControl::estimate`] is `None`) and NAI admits every message, checking them against
+//! the first estimate: a deadline is never reported unmeetable on no evidence.
+//!
+//! Call pattern (the [`AtpSender`](super::AtpSender) does this): `on_sent` for every DATA
+//! datagram, `on_app_limited` when the pacer allows a datagram and the application has none,
+//! `on_ack` for every acknowledgement, `on_report` for PROBE reports, `on_queue` with the
+//! interface send queue, `handle_timeout` at `poll_timeout`; then read `pacing_rate`,
+//! `cwnd_bytes` and `estimate`, and send `poll_filler`'s datagram when `wants_filler` says so
+//! and the application has nothing to send.
+
+mod filler;
+mod filters;
+#[cfg(test)]
+mod pair_tests;
+#[cfg(test)]
+mod tests;
+
+use crate::spp::SppDatagram;
+use crate::spp::wire::ProbeReport;
+use crate::time::Time;
+use filler::{Filler, TrainVerdict};
+use filters::{DeliveryRate, WindowedMax, WindowedMin};
+use std::time::Duration;
+
+/// The control's constants. Each cites where it comes from.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct ControlConfig {
+    /// The rate assumed before anything is measured, bytes/s: RFC 6928's ten packets per
+    /// 100 ms. Only paces the first round (STARTUP doubles it per round); never advertised.
+    pub initial_rate_bytes_per_s: f64,
+    /// STARTUP's pacing and window gain: 2/ln 2 (BBR), doubling the delivery rate per round.
+    pub startup_gain: f64,
+    /// The probe phase's gain in the cruise cycle (BBR's PROBE_BW: 1.25).
+    pub probe_gain: f64,
+    /// The drain phase's gain, in the cruise cycle and after a queue reaction (BBR: 0.75).
+    pub drain_gain: f64,
+    /// Phases in one cruise cycle (BBR: 8 — probe, drain, six at 1.0).
+    pub cycle_phases: u32,
+    /// Packets in flight are capped at this many bandwidth-delay products (BBR: 2) ...
+    pub cwnd_gain: f64,
+    /// ... plus this many packets (RFC 6928's initial window; also the cap before any RTT).
+    pub min_cwnd_packets: u32,
+    /// Queueing delay tolerated before the control reacts: at least this long ...
+    pub queue_target: Duration,
+    /// ... and at least this many datagram times at the estimated rate (a queue shorter than
+    /// one packet cannot be seen on a slow link).
+    pub queue_target_packets: u32,
+    /// How long a minimum RTT holds before a newer sample replaces it (BBR, LEDBAT's base
+    /// delay history: 10 s).
+    pub min_rtt_window: Duration,
+    /// The bandwidth filter's window, in smoothed RTTs (BBR: 10 rounds).
+    pub bw_window_rtts: u32,
+    /// The shortest phase, and the shortest span a delivery rate is measured over: the
+    /// engine's timer granularity (a real OS: about a millisecond).
+    pub min_phase: Duration,
+    /// A delivery rate is measured over at least this many datagrams.
+    pub sample_packets: u32,
+    /// Datagrams per filler train (at most [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN);
+    /// 0 turns filler off).
+    pub filler_train_packets: u8,
+    /// Fraction of the estimate filler may use while nothing rises.
+    pub filler_share: f64,
+    /// Shortest time between filler trains while nothing rises.
+    pub filler_min_interval: Duration,
+    /// A train that arrived slower than this fraction of the rate it was sent at measured the
+    /// bottleneck; faster, the link took it.
+    pub filler_taken_fraction: f64,
+    /// Acknowledgements missing for this many smoothed RTTs (and at least 4 datagram times
+    /// and `stall_min`) while data is in flight: the path is stalled and the estimate halves.
+    pub stall_rtts: u32,
+    /// The shortest stall: longer than a real host's scheduling hiccups (a loaded machine
+    /// can leave a process off the CPU for tens of milliseconds).
+    pub stall_min: Duration,
+    /// A queue reaction lowers the estimate to at least this fraction of what it was.
+    pub max_decrease: f64,
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            initial_rate_bytes_per_s: 10.0 * 1472.0 / 0.1,
+            startup_gain: 2.0 / std::f64::consts::LN_2,
+            probe_gain: 1.25,
+            drain_gain: 0.75,
+            cycle_phases: 8,
+            cwnd_gain: 2.0,
+            min_cwnd_packets: 10,
+            queue_target: Duration::from_millis(1),
+            queue_target_packets: 2,
+            min_rtt_window: Duration::from_secs(10),
+            bw_window_rtts: 10,
+            min_phase: Duration::from_millis(1),
+            sample_packets: 4,
+            filler_train_packets: 8,
+            filler_share: 0.125,
+            filler_min_interval: Duration::from_millis(100),
+            filler_taken_fraction: 0.9,
+            stall_rtts: 4,
+            stall_min: Duration::from_millis(50),
+            max_decrease: 0.5,
+        }
+    }
+}
+
+/// Where the control is in its cycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Phase {
+    /// Looking for the path's rate, doubling per round.
+    Startup,
+    /// Sending below the rate until the queue it found is gone.
+    Drain,
+    /// At the rate, with a short probe and a drain once per cycle.
+    Cruise,
+}
+
+/// Counters, for traces and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ControlStats {
+    /// Times a standing queue reset the estimate to the delivery rate.
+    pub queue_reactions: u64,
+    /// Times acknowledgements stopped and the estimate halved.
+    pub stalls: u64,
+    /// Filler trains sent.
+    pub filler_trains: u64,
+    /// Filler datagrams sent.
+    pub filler_packets: u64,
+    /// Filler trains that measured the bottleneck (arrived slower than sent).
+    pub filler_capacity_samples: u64,
+}
+
+/// The rate control's state (see the module documentation).
+#[derive(Clone, Debug)]
+pub struct RateControl {
+    config: ControlConfig,
+    /// Bytes of a full datagram.
+    mtu: f64,
+    phase: Phase,
+    /// Drain ends at this time (or earlier, once a sample shows the queue gone).
+    drain_until: Time,
+    cycle_start: Time,
+    cycle_index: u32,
+    /// The estimate when the current probe phase began.
+    probe_base: f64,
+    bw: WindowedMax,
+    /// The pacing rates DATA was sent at, over the bandwidth filter's window: no delivery
+    /// rate can honestly exceed them (by more than the pacer's burst), so samples are capped
+    /// there — acknowledgements bunched by a descheduled receiver or sender (a loaded host)
+    /// would otherwise pass for a path several times faster.
+    paced: WindowedMax,
+    min_rtt: Option<(Duration, Time)>,
+    latest_rtt: Option<Duration>,
+    standing: WindowedMin,
+    srtt: Option<Duration>,
+    delivery: DeliveryRate,
+    /// Bytes acknowledged, in all.
+    delivered: u64,
+    /// DATA bytes sent, in all.
+    sent: u64,
+    /// `sent` when the application last left the pacer idle: rate samples whose span starts
+    /// below it were limited by the application, not the path.
+    app_limited_mark: u64,
+    last_ack_at: Option<Time>,
+    /// The first DATA sent since the last acknowledgement (a stall is timed from the later of
+    /// the two).
+    first_unacked_send: Option<Time>,
+    in_flight_packets: usize,
+    next_reaction: Time,
+    calibrated: bool,
+    full_bw: f64,
+    full_bw_rounds: u32,
+    round_mark: u64,
+    iface_queue_packets: Option<u32>,
+    filler: Filler,
+    stats: ControlStats,
+}
+
+impl RateControl {
+    /// A control starting at `now` for datagrams of at most `mtu_bytes`.
+    pub fn new(config: ControlConfig, mtu_bytes: u16, now: Time) -> RateControl {
+        let filler = Filler::new(now, mtu_bytes);
+        RateControl {
+            config,
+            mtu: f64::from(mtu_bytes.max(1)),
+            phase: Phase::Startup,
+            drain_until: now,
+            cycle_start: now,
+            cycle_index: 2,
+            probe_base: 0.0,
+            bw: WindowedMax::default(),
+            paced: WindowedMax::default(),
+            min_rtt: None,
+            latest_rtt: None,
+            standing: WindowedMin::default(),
+            srtt: None,
+            delivery: DeliveryRate::default(),
+            delivered: 0,
+            sent: 0,
+            app_limited_mark: 0,
+            last_ack_at: None,
+            first_unacked_send: None,
+            in_flight_packets: 0,
+            next_reaction: now,
+            calibrated: false,
+            full_bw: 0.0,
+            full_bw_rounds: 0,
+            round_mark: 0,
+            iface_queue_packets: None,
+            filler,
+            stats: ControlStats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ControlConfig {
+        &self.config
+    }
+
+    /// The phase.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ControlStats {
+        let mut s = self.stats;
+        s.filler_trains = self.filler.trains();
+        s.filler_packets = self.filler.packets();
+        s
+    }
+
+    /// The bottleneck rate measured (datagram bytes/s), whether or not it is advertised yet.
+    pub fn bottleneck_bytes_per_s(&self) -> f64 {
+        self.bw.get().unwrap_or(0.0)
+    }
+
+    /// The estimate NAI plans with (datagram bytes/s): the path's measured delivery rate, never
+    /// above what was delivered; `None` until there is evidence of it.
+    pub fn estimate(&self) -> Option<f64> {
+        self.calibrated.then(|| self.bottleneck_bytes_per_s())
+    }
+
+    /// The minimum RTT (the path's propagation delay), once measured.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt.map(|(d, _)| d)
+    }
+
+    /// The latest queueing-delay estimate: the standing RTT above the minimum.
+    pub fn queue_delay(&mut self, now: Time) -> Duration {
+        self.rtt_queue_delay(now)
+    }
+
+    /// The rate pacing uses before anything is measured, and as a floor after an outage.
+    fn pacing_bw(&self) -> f64 {
+        let bw = self.bottleneck_bytes_per_s();
+        if self.calibrated {
+            // At least one datagram per `min_rtt_window`/10 (a second): the retransmission
+            // timer probes a silent path, this only keeps the pacer alive.
+            bw.max(self.mtu)
+        } else {
+            bw.max(self.config.initial_rate_bytes_per_s)
+        }
+    }
+
+    /// The gain of the current cruise phase.
+    fn cruise_gain(&self) -> f64 {
+        match self.cycle_index {
+            0 => self.config.probe_gain,
+            1 => self.config.drain_gain,
+            _ => 1.0,
+        }
+    }
+
+    /// The rate to pace SPP at, datagram bytes/s.
+    pub fn pacing_rate(&self) -> f64 {
+        if let Some(rate) = self.filler.sending_rate() {
+            return rate;
+        }
+        let gain = match self.phase {
+            Phase::Startup => self.config.startup_gain,
+            Phase::Drain => self.config.drain_gain,
+            Phase::Cruise => self.cruise_gain(),
+        };
+        gain * self.pacing_bw()
+    }
+
+    /// Most bytes in flight: `cwnd_gain` bandwidth-delay products plus `min_cwnd_packets`.
+    pub fn cwnd_bytes(&self) -> u64 {
+        let floor = f64::from(self.config.min_cwnd_packets.max(1)) * self.mtu;
+        let gain = if self.phase == Phase::Startup {
+            self.config.startup_gain
+        } else {
+            self.config.cwnd_gain
+        };
+        let bdp = self
+            .min_rtt()
+            .map_or(0.0, |r| self.pacing_bw() * r.as_secs_f64());
+        crate::convert::f64_u64_sat(gain * bdp + floor)
+    }
+
+    /// The smoothed RTT, or the minimum phase before any sample.
+    fn srtt(&self) -> Duration {
+        self.srtt.unwrap_or(self.config.min_phase)
+    }
+
+    /// One datagram's time at the estimated rate.
+    fn packet_time(&self) -> Duration {
+        Duration::try_from_secs_f64(self.mtu / self.pacing_bw()).unwrap_or(Duration::MAX)
+    }
+
+    /// The queueing delay the control tolerates.
+    pub fn queue_target(&self) -> Duration {
+        let packets = self
+            .packet_time()
+            .saturating_mul(self.config.queue_target_packets);
+        self.config.queue_target.max(packets)
+    }
+
+    /// Copa's window for the standing RTT: half a smoothed RTT.
+    fn standing_window(&self) -> Duration {
+        (self.srtt() / 2).max(self.config.min_phase)
+    }
+
+    fn rtt_queue_delay(&mut self, now: Time) -> Duration {
+        let window = self.standing_window();
+        match (self.standing.get(now, window), self.min_rtt()) {
+            (Some(s), Some(m)) => s.saturating_sub(m),
+            _ => Duration::ZERO,
+        }
+    }
+
+    /// Queueing delay from the interface send queue (§4.2's backlog), where reported.
+    fn iface_queue_delay(&self) -> Duration {
+        let Some(packets) = self.iface_queue_packets else {
+            return Duration::ZERO;
+        };
+        self.packet_time().saturating_mul(packets)
+    }
+
+    /// A DATA datagram of `bytes` went out at `now`.
+    pub fn on_sent(&mut self, now: Time, bytes: u64) {
+        self.sent = self.sent.saturating_add(bytes);
+        self.paced.update(now, self.pacing_rate());
+        self.first_unacked_send.get_or_insert(now);
+        let interval = self.train_interval();
+        self.filler.on_data_sent(now, bytes, interval);
+    }
+
+    /// The pacer allowed a datagram and the application had none: rate samples taken until
+    /// what is in flight now is acknowledged are the application's, not the path's.
+    pub fn on_app_limited(&mut self) {
+        self.app_limited_mark = self.sent;
+    }
+
+    /// The engine's interface send queue holds `packets` (§4.2).
+    pub fn on_queue(&mut self, packets: u32) {
+        self.iface_queue_packets = Some(packets);
+    }
+
+    /// The sender now has `packets` DATA datagrams in flight.
+    pub fn set_in_flight(&mut self, packets: usize) {
+        self.in_flight_packets = packets;
+        if packets == 0 {
+            self.first_unacked_send = None;
+        }
+    }
+
+    /// An acknowledgement at `now` acknowledged `acked_bytes` of DATA datagrams; `rtt` is its
+    /// RTT sample, if it gave one.
+    pub fn on_ack(&mut self, now: Time, acked_bytes: u64, rtt: Option<Duration>) {
+        if let Some(rtt) = rtt {
+            self.on_rtt(now, rtt);
+        }
+        if acked_bytes == 0 {
+            return;
+        }
+        self.delivered = self.delivered.saturating_add(acked_bytes);
+        self.delivery.on_ack(now, self.delivered);
+        self.last_ack_at = Some(now);
+        self.first_unacked_send = None;
+        let round_start = self.delivered >= self.round_mark;
+        if round_start {
+            // A round is a round trip of data — and at least `sample_packets`, the span a
+            // delivery rate is measured over: on a path whose RTT is shorter than a few
+            // packet times (a veth, 50 µs) a round of one packet would end before the rate
+            // it sent at could show, and STARTUP would see a plateau that is not there.
+            let span =
+                crate::convert::f64_u64_sat(f64::from(self.config.sample_packets) * self.mtu);
+            self.round_mark = self.sent.max(self.delivered.saturating_add(span));
+        }
+        let span = self
+            .min_rtt()
+            .unwrap_or(self.config.min_phase)
+            .max(self.config.min_phase);
+        let min_bytes =
+            crate::convert::f64_u64_sat(f64::from(self.config.sample_packets) * self.mtu);
+        let window = self.bw_window();
+        self.paced.expire(now, window);
+        let cap = self.sample_cap();
+        let sample = self
+            .delivery
+            .sample(now, self.delivered, span, min_bytes)
+            .map(|(r, start)| (r.min(cap), start));
+        let mut app_limited = true;
+        if let Some((rate, start)) = sample {
+            // A span that starts at or before the moment the application left the pacer idle
+            // includes idle time: it says what the application sent, not what the path takes.
+            app_limited = start <= self.app_limited_mark;
+            if !app_limited || rate > self.bottleneck_bytes_per_s() {
+                self.bw.update(now, rate);
+            }
+        }
+        self.bw.expire(now, window);
+        if self.check_queue(now) {
+            return;
+        }
+        match self.phase {
+            Phase::Startup if round_start && !app_limited => {
+                let bw = self.bottleneck_bytes_per_s();
+                if bw >= 1.25 * self.full_bw {
+                    self.full_bw = bw;
+                    self.full_bw_rounds = 0;
+                } else {
+                    self.full_bw_rounds += 1;
+                    if self.full_bw_rounds >= 3 {
+                        // BBR: the rate stopped growing; what startup queued is drained.
+                        self.calibrated = true;
+                        let q = self.rtt_queue_delay(now);
+                        self.enter_drain(now, q);
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.advance(now);
+    }
+
+    fn on_rtt(&mut self, now: Time, rtt: Duration) {
+        self.latest_rtt = Some(rtt);
+        self.srtt = Some(match self.srtt {
+            None => rtt,
+            Some(s) => (s * 7 + rtt) / 8,
+        });
+        let expired = self.min_rtt.is_none_or(|(m, at)| {
+            rtt <= m || now.saturating_since(at) > self.config.min_rtt_window
+        });
+        if expired {
+            self.min_rtt = Some((rtt, now));
+        }
+        self.standing.update(now, rtt);
+    }
+
+    /// A standing queue above the target: every packet acknowledged within the standing
+    /// window had queued, so the bottleneck was busy throughout and the rate of those
+    /// acknowledgements is its rate — whether or not the application kept the pacer busy. The
+    /// estimate is reset to it and the sender drains. Returns whether it reacted.
+    fn check_queue(&mut self, now: Time) -> bool {
+        if now < self.next_reaction {
+            return false;
+        }
+        let q = self.rtt_queue_delay(now).max(self.iface_queue_delay());
+        if q <= self.queue_target() {
+            return false;
+        }
+        let window = self.standing_window();
+        let Some(rate) = self
+            .delivery
+            .rate_since(now.saturating_sub(window), self.delivered)
+            .map(|r| r.min(self.sample_cap()))
+            .filter(|r| r.is_finite() && *r > 0.0)
+        else {
+            return false;
+        };
+        self.stats.queue_reactions += 1;
+        // At most halved per reaction: the acknowledgement spacing of a few packets can be
+        // stretched by the hosts' own scheduling; a real fall (8 → 2) takes two reactions,
+        // a round trip or two apart.
+        let floor = self.config.max_decrease * self.bottleneck_bytes_per_s();
+        self.bw.reset(now, rate.max(floor));
+        self.calibrated = true;
+        self.enter_drain(now, q);
+        true
+    }
+
+    /// Drains a queue of `queue` (as delay) at the drain gain, then cruises.
+    fn enter_drain(&mut self, now: Time, queue: Duration) {
+        let spare = (1.0 - self.config.drain_gain).max(0.05);
+        let drain = Duration::try_from_secs_f64(queue.as_secs_f64() / spare)
+            .unwrap_or(Duration::MAX)
+            .max(self.config.min_phase);
+        self.phase = Phase::Drain;
+        self.drain_until = now.saturating_add(drain);
+        // The queue seen within the next round trip is still the one just measured; after
+        // it, a queue that still stands (a fall deeper than one reaction's halving) is
+        // reacted to again.
+        self.next_reaction = now.saturating_add(self.srtt());
+    }
+
+    /// Moves through drain and the cruise cycle by time.
+    fn advance(&mut self, now: Time) {
+        if self.phase == Phase::Drain {
+            let gone = self
+                .latest_rtt
+                .zip(self.min_rtt())
+                .is_some_and(|(l, m)| l.saturating_sub(m) <= self.queue_target() / 2);
+            if now >= self.drain_until || gone {
+                self.phase = Phase::Cruise;
+                self.cycle_start = now;
+                self.cycle_index = 2;
+            }
+            return;
+        }
+        if self.phase != Phase::Cruise {
+            return;
+        }
+        let phase_len = self.phase_len();
+        let phases = self.config.cycle_phases.max(3);
+        while now.saturating_since(self.cycle_start) >= phase_len {
+            self.cycle_start = self.cycle_start.saturating_add(phase_len);
+            self.cycle_index = (self.cycle_index + 1) % phases;
+            match self.cycle_index {
+                0 => self.probe_base = self.bottleneck_bytes_per_s(),
+                1 if self.bottleneck_bytes_per_s() >= 1.2 * self.probe_base
+                    && self.probe_base > 0.0 =>
+                {
+                    // The probe was taken whole and the rate rose with it: there may be much
+                    // more (the path recovered, or the estimate was low). Look for it the way
+                    // STARTUP does, doubling per round until a queue forms or the rate stops
+                    // growing (BBRv2's exponential PROBE_UP has the same aim), instead of a
+                    // quarter more per cycle.
+                    self.phase = Phase::Startup;
+                    self.full_bw = 0.0;
+                    self.full_bw_rounds = 0;
+                    return;
+                }
+                _ => {}
+            }
+            if now.saturating_since(self.cycle_start) > phase_len.saturating_mul(phases) {
+                // Idle for cycles: restart the cycle at a cruise phase, not in a burst.
+                self.cycle_start = now;
+                self.cycle_index = 2;
+            }
+        }
+    }
+
+    /// The highest delivery rate a sample may show: 1.25 times the fastest pacing rate of the
+    /// bandwidth window (the pacer's burst allows a little above the rate).
+    fn sample_cap(&self) -> f64 {
+        self.paced.get().map_or(f64::INFINITY, |p| 1.25 * p)
+    }
+
+    /// A cruise phase lasts a minimum RTT (BBR), and long enough for `sample_packets` to go
+    /// out, so that the probe's rate shows in the delivery rate.
+    fn phase_len(&self) -> Duration {
+        self.min_rtt()
+            .unwrap_or(self.config.min_phase)
+            .max(self.config.min_phase)
+            .max(
+                self.packet_time()
+                    .saturating_mul(self.config.sample_packets),
+            )
+    }
+
+    /// The bandwidth filter's window: `bw_window_rtts` smoothed RTTs (BBR's ten rounds), and
+    /// at least two cruise cycles, so that it always holds a probe phase's samples. (On a
+    /// path whose RTT is a few packet times, ten RTTs hold only samples taken at the rate
+    /// already paced, and a sender that paces a little slower than asked — timers fire late —
+    /// would ratchet its own estimate down.)
+    fn bw_window(&self) -> Duration {
+        let cycle = self
+            .phase_len()
+            .saturating_mul(2 * self.config.cycle_phases.max(3));
+        self.srtt()
+            .max(self.config.min_phase)
+            .saturating_mul(self.config.bw_window_rtts)
+            .max(cycle)
+    }
+
+    /// A PROBE report from the receiver (filler trains).
+    pub fn on_report(&mut self, now: Time, report: &ProbeReport) {
+        let interval = self.train_interval();
+        match self
+            .filler
+            .on_report(now, report, self.config.filler_taken_fraction, interval)
+        {
+            Some(TrainVerdict::Taken(rate)) if rate > self.bottleneck_bytes_per_s() => {
+                self.bw.update(now, rate);
+            }
+            Some(TrainVerdict::Bottleneck(rate)) => {
+                self.stats.filler_capacity_samples += 1;
+                self.bw.reset(now, rate);
+                self.calibrated = true;
+                if self.phase == Phase::Startup {
+                    self.phase = Phase::Cruise;
+                    self.cycle_start = now;
+                    self.cycle_index = 2;
+                }
+            }
+            Some(TrainVerdict::Taken(_)) | None => {}
+        }
+    }
+
+    /// Time between filler trains while nothing rises: the train's bytes at `filler_share`
+    /// of the estimate, and at least `filler_min_interval`.
+    fn train_interval(&self) -> Duration {
+        let bytes = f64::from(self.config.filler_train_packets) * self.mtu;
+        let share = self.config.filler_share.max(1e-3);
+        Duration::try_from_secs_f64(bytes / (share * self.pacing_bw()))
+            .unwrap_or(Duration::MAX)
+            .max(self.config.filler_min_interval)
+    }
+
+    /// Whether a filler datagram is due now, for an application with nothing to send.
+    pub fn wants_filler(&self, now: Time) -> bool {
+        self.config.filler_train_packets >= 2 && self.filler.due(now)
+    }
+
+    /// When the next filler datagram may go, for an application with nothing to send (the
+    /// pacer still spaces a train's datagrams); `None` while a train awaits its report.
+    pub fn filler_due(&self) -> Option<Time> {
+        if self.config.filler_train_packets < 2 {
+            return None;
+        }
+        self.filler.next_due()
+    }
+
+    /// Whether a filler train is being sent (its first datagram went, its last has not).
+    pub fn filler_sending(&self) -> bool {
+        self.filler.sending_rate().is_some()
+    }
+
+    /// The next filler datagram (call when [`wants_filler`](Self::wants_filler) and the
+    /// pacer allow one). The first of a train fixes the rate the train is paced at.
+    pub fn poll_filler(&mut self, now: Time) -> Option<SppDatagram> {
+        if !self.wants_filler(now) {
+            return None;
+        }
+        let gain = if self.phase == Phase::Startup {
+            self.config.startup_gain
+        } else {
+            // Each train the link took in a row raises the next one's gain: 1.25, 1.5, 2.
+            match self.filler.successes() {
+                0 => self.config.probe_gain,
+                1 => 1.5,
+                _ => 2.0,
+            }
+        };
+        let rate = gain * self.pacing_bw();
+        let n = self
+            .config
+            .filler_train_packets
+            .min(crate::spp::wire::MAX_PROBE_TRAIN);
+        self.filler.poll(now, rate, n)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should next run: a stall check while
+    /// data is in flight, the end of a drain, a lost filler train, the next train.
+    pub fn poll_timeout(&self) -> Option<Time> {
+        let mut t = self.filler.poll_timeout(self.srtt());
+        let mut take = |x: Time| t = Some(t.map_or(x, |y: Time| y.min(x)));
+        if let Some(s) = self.stall_deadline() {
+            take(s);
+        }
+        if self.phase == Phase::Drain {
+            take(self.drain_until);
+        }
+        t
+    }
+
+    fn stall_after(&self) -> Duration {
+        self.srtt()
+            .saturating_mul(self.config.stall_rtts)
+            .max(self.packet_time().saturating_mul(4))
+            .max(self.config.stall_min)
+    }
+
+    fn stall_deadline(&self) -> Option<Time> {
+        if self.in_flight_packets == 0 {
+            return None;
+        }
+        let from = match (self.last_ack_at, self.first_unacked_send) {
+            (Some(a), Some(s)) => a.max(s),
+            (a, s) => a.or(s)?,
+        };
+        Some(from.saturating_add(self.stall_after()))
+    }
+
+    /// Timers: a stalled path halves the estimate (once per stall period), a drain ends, a lost
+    /// filler train is given up.
+    pub fn handle_timeout(&mut self, now: Time) {
+        if let Some(deadline) = self.stall_deadline()
+            && now >= deadline
+        {
+            self.stats.stalls += 1;
+            let halved = 0.5 * self.bottleneck_bytes_per_s();
+            self.bw.reset(now, halved);
+            // Time the next halving from now; regrow by STARTUP once the path answers.
+            self.last_ack_at = Some(now);
+            self.first_unacked_send = None;
+            if self.calibrated {
+                self.phase = Phase::Startup;
+                self.full_bw = 0.0;
+                self.full_bw_rounds = 0;
+            }
+        }
+        let interval = self.train_interval();
+        self.filler.handle_timeout(now, self.srtt(), interval);
+        self.advance(now);
+    }
+}

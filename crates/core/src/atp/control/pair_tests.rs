@@ -1,0 +1,512 @@
+//! The rate control in a virtual-time pair: an [`AtpSender`] and an [`AtpReceiver`] joined by
+//! a bottleneck (a FIFO queue in front of a link whose rate follows a schedule, a fixed
+//! one-way delay each way), driven the way both engines drive them. Checks what the control
+//! is for: a short queue while the link is used, a fall followed within an RTT or two, a rise
+//! found again by a light application, no estimate above what was delivered, and no message
+//! refused before there is evidence.
+
+use crate::atp::{AtpConfig, AtpReceiver, AtpSender, EstimatorMode, RateSource};
+use crate::nai::{DeadlineMargin, NaiEvent, OnExpiry, Outcome, Priority, QueueId, SendOptions};
+use crate::spp::SppDatagram;
+use crate::time::Time;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Bottleneck queue bound, packets (deep, like tbf's `latency 100ms` at these rates: the
+/// control, not the queue's size, has to keep it short).
+const QUEUE_PACKETS: usize = 400;
+
+struct Pair {
+    now: Time,
+    tx: AtpSender,
+    rx: AtpReceiver,
+    /// (from, rate bytes/s), in time order.
+    schedule: Vec<(Time, f64)>,
+    delay: Duration,
+    queue: VecDeque<(Time, SppDatagram)>,
+    /// The datagram on the link and when its last bit leaves.
+    on_link: Option<(Time, SppDatagram)>,
+    fwd: BTreeMap<(Time, u64), SppDatagram>,
+    rev: BTreeMap<(Time, u64), SppDatagram>,
+    seq: u64,
+    drops: u64,
+    /// (dequeue time, time spent queued) of every datagram.
+    waits: Vec<(Time, Duration)>,
+    /// (time, link busy) transitions, for utilisation.
+    busy_ns: BTreeMap<u64, u64>,
+    delivered_bytes: u64,
+    outcomes: Vec<(Time, Outcome, Priority)>,
+    rejected: u64,
+    /// (time, estimate) after every step.
+    estimates: Vec<(Time, f64)>,
+    priorities: BTreeMap<u64, Priority>,
+    /// A token bucket in front of the link (`tbf`): (burst bytes, tokens, last refill); the
+    /// link itself then runs at 1 Gbit/s.
+    bucket: Option<(f64, f64, Time)>,
+    /// When the bucket next holds enough for the head of the queue.
+    bucket_wait: Option<Time>,
+    /// Steps taken without time passing (a timer that never stops firing is a bug).
+    same_instant: u64,
+}
+
+impl Pair {
+    fn new(schedule: Vec<(Time, f64)>, delay: Duration) -> Pair {
+        let config = AtpConfig {
+            estimator: crate::atp::EstimatorConfig {
+                mode: EstimatorMode::Control,
+                ..Default::default()
+            },
+            // The real engine's timer slop (the simulator's is zero; a millisecond is
+            // harsher on the queue).
+            timer_granularity: Duration::from_millis(1),
+            ..AtpConfig::default()
+        };
+        let rx = AtpReceiver::new(config.spp.clone());
+        Pair {
+            now: Time::ZERO,
+            tx: AtpSender::new(config, RateSource::Estimated, Time::ZERO),
+            rx,
+            schedule,
+            delay,
+            queue: VecDeque::new(),
+            on_link: None,
+            fwd: BTreeMap::new(),
+            rev: BTreeMap::new(),
+            seq: 0,
+            drops: 0,
+            waits: Vec::new(),
+            busy_ns: BTreeMap::new(),
+            delivered_bytes: 0,
+            outcomes: Vec::new(),
+            rejected: 0,
+            estimates: Vec::new(),
+            priorities: BTreeMap::new(),
+            bucket: None,
+            bucket_wait: None,
+            same_instant: 0,
+        }
+    }
+
+    /// Puts a token bucket of `burst` bytes in front of the link (a `tbf` shaper).
+    fn with_bucket(mut self, burst: f64) -> Pair {
+        self.bucket = Some((burst, burst, Time::ZERO));
+        self
+    }
+
+    fn rate(&self, t: Time) -> f64 {
+        self.schedule
+            .iter()
+            .rev()
+            .find(|(from, _)| *from <= t)
+            .map_or(0.0, |&(_, r)| r)
+    }
+
+    fn start_link(&mut self) {
+        if self.on_link.is_some() {
+            return;
+        }
+        if self.rate(self.now) <= 0.0 {
+            // An outage: the queue waits for the link to come back.
+            return;
+        }
+        let Some(len) = self.queue.front().map(|(_, d)| d.wire_len() as f64) else {
+            return;
+        };
+        let mut line_rate = self.rate(self.now);
+        if let Some((burst, tokens, last)) = self.bucket {
+            let t = (tokens + (self.now - last).as_secs_f64() * self.rate(self.now)).min(burst);
+            if t + 1e-6 < len {
+                self.bucket = Some((burst, t, self.now));
+                let wait = (len - t) / self.rate(self.now);
+                let wait = Duration::from_secs_f64(wait).max(Duration::from_nanos(1));
+                self.bucket_wait = Some(self.now + wait);
+                return;
+            }
+            self.bucket = Some((burst, t - len, self.now));
+            self.bucket_wait = None;
+            line_rate = 125e6;
+        }
+        let Some((queued, d)) = self.queue.pop_front() else {
+            return;
+        };
+        self.waits.push((self.now, self.now - queued));
+        let secs = d.wire_len() as f64 / line_rate;
+        let done = self.now + Duration::from_secs_f64(secs);
+        *self.busy_ns.entry(self.now.as_nanos()).or_default() +=
+            (done - self.now).as_nanos() as u64;
+        self.on_link = Some((done, d));
+    }
+
+    fn pump(&mut self) {
+        let now = self.now;
+        while let Some(d) = self.tx.poll_transmit(now) {
+            if self.queue.len() >= QUEUE_PACKETS {
+                self.drops += 1;
+            } else {
+                self.queue.push_back((now, d));
+            }
+        }
+        self.start_link();
+        while let Some(a) = self.rx.poll_transmit(now) {
+            self.seq += 1;
+            self.rev.insert((now + self.delay, self.seq), a);
+        }
+        while let Some(e) = self.rx.poll_event() {
+            if let crate::spp::SppEvent::Delivered(d) = e {
+                self.delivered_bytes += d.size_bytes;
+            }
+        }
+        while let Some(e) = self.tx.poll_event() {
+            if let NaiEvent::Outcome { id, outcome } = e {
+                let p = self.priorities.get(&id.0).copied().unwrap_or(Priority::LOW);
+                self.outcomes.push((now, outcome, p));
+            }
+        }
+        self.estimates
+            .push((now, self.tx.estimate().available_bytes_per_s));
+    }
+
+    fn step(&mut self, until: Time) -> bool {
+        let next = [
+            self.on_link.as_ref().map(|(t, _)| *t),
+            self.fwd.keys().next().map(|k| k.0),
+            self.rev.keys().next().map(|k| k.0),
+            self.tx.poll_timeout(),
+            self.bucket_wait.filter(|_| self.on_link.is_none()),
+            self.schedule
+                .iter()
+                .map(|(t, _)| *t)
+                .find(|t| *t > self.now && !self.queue.is_empty()),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        if next == Some(self.now) {
+            self.same_instant += 1;
+            assert!(self.same_instant < 100_000, "stuck at {}", self.now);
+        } else {
+            self.same_instant = 0;
+        }
+        let Some(t) = next.filter(|t| *t <= until) else {
+            self.now = self.now.max(until);
+            self.pump();
+            return false;
+        };
+        self.now = self.now.max(t);
+        let now = self.now;
+        if let Some((done, _)) = &self.on_link
+            && *done <= now
+            && let Some((_, d)) = self.on_link.take()
+        {
+            self.seq += 1;
+            self.fwd.insert((now + self.delay, self.seq), d);
+        }
+        while let Some(e) = self.fwd.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            let d = e.remove();
+            self.rx.handle_datagram(now, &d.repr, d.payload_len);
+        }
+        while let Some(e) = self.rev.first_entry() {
+            if e.key().0 > now {
+                break;
+            }
+            let d = e.remove();
+            self.tx.handle_datagram(now, &d.repr, d.payload_len);
+        }
+        if self.tx.poll_timeout().is_some_and(|t| t <= now) {
+            self.tx.handle_timeout(now);
+        }
+        self.start_link();
+        self.pump();
+        true
+    }
+
+    fn run_until(&mut self, until: Time) {
+        self.pump();
+        while self.step(until) {}
+    }
+
+    fn submit(&mut self, bytes: u64, p: Priority, timer: Option<Duration>) {
+        let opts = SendOptions {
+            priority: p,
+            timer,
+            on_expiry: OnExpiry::Discard,
+        };
+        match self.tx.nai_mut().submit(self.now, QueueId(0), bytes, opts) {
+            Ok(id) => {
+                self.priorities.insert(id.0, p);
+            }
+            Err(_) => self.rejected += 1,
+        }
+        self.pump();
+    }
+
+    /// Runs to `until`, submitting `bytes` every `every` (a light application).
+    fn run_light(&mut self, until: Time, bytes: u64, every: Duration) {
+        while self.now < until {
+            let next = (self.now + every).min(until);
+            self.run_until(next);
+            if self.now < until {
+                self.submit(bytes, Priority::HIGH, Some(Duration::from_secs(1)));
+            }
+        }
+    }
+
+    /// Queueing delays of datagrams that left the queue within `[from, to)`.
+    fn waits_in(&self, from: Time, to: Time) -> Vec<Duration> {
+        let mut w: Vec<Duration> = self
+            .waits
+            .iter()
+            .filter(|(t, _)| *t >= from && *t < to)
+            .map(|&(_, d)| d)
+            .collect();
+        w.sort();
+        w
+    }
+
+    /// Fraction of `[from, to)` the link was sending.
+    fn utilisation(&self, from: Time, to: Time) -> f64 {
+        let busy: u64 = self
+            .busy_ns
+            .range(from.as_nanos()..to.as_nanos())
+            .map(|(_, b)| *b)
+            .sum();
+        busy as f64 / (to - from).as_nanos() as f64
+    }
+
+    /// The estimate at `t` (the last one recorded at or before it).
+    fn estimate_at(&self, t: Time) -> f64 {
+        self.estimates
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= t)
+            .map_or(0.0, |&(_, e)| e)
+    }
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+const MBIT: f64 = 125_000.0;
+
+fn on_time(o: &Outcome) -> bool {
+    matches!(
+        o,
+        Outcome::Delivered {
+            margin: None | Some(DeadlineMargin::Early(_)),
+            ..
+        }
+    )
+}
+
+/// A bulk sender on a 10 Mbit/s link with a 1 ms one-way delay: after its first half second,
+/// the link is at least 90 % busy and 95 % of datagrams wait under 5 ms in the queue (tbf's
+/// 100 ms would hold 80 packets).
+#[test]
+fn test_bulk_keeps_the_queue_short_and_the_link_busy() {
+    let mut p = Pair::new(vec![(Time::ZERO, 10.0 * MBIT)], Duration::from_millis(1));
+    p.submit(64 << 20, Priority::LOW, None);
+    p.run_until(Time::from_secs(4));
+    let (from, to) = (Time::from_millis(500), Time::from_secs(4));
+    let waits = p.waits_in(from, to);
+    let util = p.utilisation(from, to);
+    let (p50, p95) = (pct(&waits, 0.5), pct(&waits, 0.95));
+    assert!(util > 0.9, "utilisation {util:.3}");
+    assert!(p95 < Duration::from_millis(5), "p50 {p50:?} p95 {p95:?}");
+    assert_eq!(p.drops, 0);
+    let est = p.tx.estimate().available_bytes_per_s;
+    assert!((est / (10.0 * MBIT) - 1.0).abs() < 0.2, "estimate {est}");
+}
+
+/// An urgent 4 KB message sent during a bulk transfer is delivered within a few packet times
+/// of what it takes on an idle link.
+#[test]
+fn test_urgent_message_under_bulk_waits_for_no_queue() {
+    let rtt_idle = {
+        let mut p = Pair::new(vec![(Time::ZERO, 10.0 * MBIT)], Duration::from_millis(1));
+        p.run_until(Time::from_secs(1));
+        p.submit(4096, Priority::HIGH, None);
+        let at = p.now;
+        p.run_until(Time::from_secs(2));
+        p.outcomes[0].0 - at
+    };
+    let mut p = Pair::new(vec![(Time::ZERO, 10.0 * MBIT)], Duration::from_millis(1));
+    p.submit(64 << 20, Priority::LOW, None);
+    let mut loaded = Vec::new();
+    for i in 0..10u64 {
+        p.run_until(Time::from_millis(1_000 + 317 * i));
+        let at = p.now;
+        let before = p.outcomes.len();
+        p.submit(4096, Priority::HIGH, None);
+        while p.outcomes.len() == before && p.step(at + Duration::from_secs(1)) {}
+        loaded.push(p.outcomes.last().map_or(Duration::MAX, |o| o.0 - at));
+    }
+    loaded.sort();
+    // The aim of the real-link benchmark: within 2 ms and one packet time of idle.
+    let bound = rtt_idle + Duration::from_micros(2_000 + 1_200);
+    assert!(
+        loaded[loaded.len() / 2] <= bound,
+        "idle {rtt_idle:?}, loaded {loaded:?}"
+    );
+}
+
+/// The rate steps 8 → 2 → 8 → 2 Mbit/s every 2 s under a bulk sender: the estimate is within
+/// 20 % of the new rate within 1 s of each change (the real-link aim), and a fall is followed
+/// within a few round trips.
+#[test]
+fn test_step_changes_are_tracked_by_a_bulk_sender() {
+    let rates = [8.0, 2.0, 8.0, 2.0];
+    let schedule: Vec<(Time, f64)> = rates
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (Time::from_secs(2 * i as u64), r * MBIT))
+        .collect();
+    let mut p = Pair::new(schedule, Duration::from_millis(1));
+    p.submit(64 << 20, Priority::LOW, None);
+    p.run_until(Time::from_secs(8));
+    for (i, r) in rates.iter().enumerate() {
+        let t = Time::from_secs(2 * i as u64 + 1);
+        let e = p.estimate_at(t) / MBIT;
+        assert!(
+            (e / r - 1.0).abs() < 0.2,
+            "{}s: estimate {e:.2} for {r}",
+            2 * i + 1
+        );
+    }
+    // The falls: within 100 ms (tens of round trips here) the estimate is near the new rate.
+    for t in [2_100, 6_100] {
+        let e = p.estimate_at(Time::from_millis(t)) / MBIT;
+        assert!(e < 2.0 * 1.3, "{t} ms: {e:.2}");
+    }
+    assert_eq!(p.drops, 0, "the queue never overflowed");
+}
+
+/// A light application (4 KB every 50 ms, 0.66 Mbit/s) on a link stepped 8 → 2 → 8 Mbit/s:
+/// the filler trains find the rise and the fall, each within 1 s, and its messages are on
+/// time.
+#[test]
+fn test_light_application_finds_rise_and_fall() {
+    let schedule = vec![
+        (Time::ZERO, 8.0 * MBIT),
+        (Time::from_secs(3), 2.0 * MBIT),
+        (Time::from_secs(6), 8.0 * MBIT),
+    ];
+    let mut p = Pair::new(schedule, Duration::from_millis(1));
+    p.run_light(Time::from_secs(9), 4096, Duration::from_millis(50));
+    for (t, r) in [(2_000, 8.0), (4_000, 2.0), (7_000, 8.0)] {
+        let e = p.estimate_at(Time::from_millis(t)) / MBIT;
+        assert!((e / r - 1.0).abs() < 0.2, "{t} ms: estimate {e:.2} for {r}");
+    }
+    let late = p.outcomes.iter().filter(|(_, o, _)| !on_time(o)).count();
+    assert_eq!(
+        (late, p.rejected),
+        (0, 0),
+        "{:?}",
+        &p.outcomes[..5.min(p.outcomes.len())]
+    );
+    let filler = p.tx.control().map(|c| c.stats()).unwrap_or_default();
+    // Filler is bounded: under an eighth of the link's bytes while nothing rises.
+    assert!(
+        filler.filler_packets < 9 * 1_000_000 / 1472 / 8,
+        "{filler:?}"
+    );
+}
+
+/// After a bulk transfer the link idles for 20 s: the estimate never exceeds what the link
+/// delivered (the issue saw 385–2,353 Mbit/s advertised on a 10 Mbit/s link).
+#[test]
+fn test_idle_estimate_never_exceeds_the_delivered_rate() {
+    let mut p = Pair::new(vec![(Time::ZERO, 10.0 * MBIT)], Duration::from_millis(1));
+    p.submit(2 << 20, Priority::LOW, None);
+    p.run_until(Time::from_secs(22));
+    let max = p.estimates.iter().map(|&(_, e)| e).fold(0.0, f64::max);
+    assert!(
+        max <= 10.0 * MBIT * 1.1,
+        "max estimate {:.2} Mbit/s",
+        max / MBIT
+    );
+    let last = p.tx.estimate().available_bytes_per_s;
+    assert!(
+        last >= 10.0 * MBIT * 0.8,
+        "idle estimate {:.2}",
+        last / MBIT
+    );
+}
+
+/// Messages with deadlines submitted the instant the connection starts, on a link 70 times
+/// the conservative start rate: none refused or expired for want of an estimate.
+#[test]
+fn test_no_refusal_or_early_expiry_before_evidence() {
+    let mut p = Pair::new(vec![(Time::ZERO, 80.0 * MBIT)], Duration::from_millis(1));
+    for _ in 0..20 {
+        p.submit(64 * 1024, Priority::HIGH, Some(Duration::from_millis(200)));
+    }
+    p.run_until(Time::from_secs(2));
+    assert_eq!(p.rejected, 0);
+    assert_eq!(p.outcomes.len(), 20);
+    assert!(
+        p.outcomes.iter().all(|(_, o, _)| on_time(o)),
+        "{:?}",
+        p.outcomes
+    );
+}
+
+/// The link stops for 2 s under a bulk sender: the estimate falls (the path is stalled), the
+/// queue stays bounded by the window, and the rate is found again within a second after.
+#[test]
+fn test_outage_lowers_the_estimate_and_it_regrows() {
+    let schedule = vec![
+        (Time::ZERO, 8.0 * MBIT),
+        (Time::from_secs(2), 0.0),
+        (Time::from_secs(4), 8.0 * MBIT),
+    ];
+    let mut p = Pair::new(schedule, Duration::from_millis(1));
+    p.submit(64 << 20, Priority::LOW, None);
+    p.run_until(Time::from_secs(6));
+    let during = p.estimate_at(Time::from_millis(3_000)) / MBIT;
+    assert!(during < 1.0, "estimate during the outage {during:.3}");
+    let after = p.estimate_at(Time::from_millis(5_000)) / MBIT;
+    assert!((after / 8.0 - 1.0).abs() < 0.2, "after {after:.2}");
+    assert!(
+        p.queue.len() < 100 && p.drops == 0,
+        "{} {}",
+        p.queue.len(),
+        p.drops
+    );
+}
+
+/// Regression (seen on a tbf-shaped veth): a bulk transfer started after a light start on a
+/// path of a few tens of microseconds behind a token bucket. The first delivery-rate spans
+/// reached back into the idle time before the transfer, counted as the path's, and the
+/// estimate ratcheted down to 0.3 Mbit/s. It converges on the shaped rate instead, and the
+/// bucket's bursts (which let filler trains through at line rate) are corrected by the queue.
+#[test]
+fn test_bulk_after_a_light_start_behind_a_token_bucket_converges() {
+    let mut p =
+        Pair::new(vec![(Time::ZERO, 10.0 * MBIT)], Duration::from_micros(25)).with_bucket(16_384.0);
+    for i in 0..5u64 {
+        p.run_until(Time::from_millis(100 * i));
+        p.submit(4096, Priority::HIGH, None);
+    }
+    p.run_until(Time::from_millis(600));
+    p.submit(64 << 20, Priority::LOW, None);
+    p.run_until(Time::from_millis(2_000));
+    let e = p.tx.estimate().available_bytes_per_s / MBIT;
+    assert!((e / 10.0 - 1.0).abs() < 0.2, "estimate {e:.2}");
+    let waits = p.waits_in(Time::from_millis(1_000), Time::from_millis(2_000));
+    // Datagrams through the bucket in that second, against its rate.
+    let util = waits.len() as f64 * 1472.0 / (10.0 * MBIT);
+    assert!(util > 0.85, "utilisation {util:.3}");
+    assert!(
+        pct(&waits, 0.95) < Duration::from_millis(15),
+        "{:?}",
+        pct(&waits, 0.95)
+    );
+}
