@@ -14,8 +14,10 @@
 //!
 //! Module map: [`config`] (the TOML file), [`engine`] (state and who-may-do-what, no I/O),
 //! [`server`] (sockets and tasks on the caller's tokio runtime), [`client`] (the library
-//! applications use), [`host`] (one CM API: the daemon's if it runs, else in process),
-//! [`estimator`] (interface counters), `status` (the monitor's JSON).
+//! applications use, re-exported from the runtime), [`host`] (environment events: the
+//! daemon's if it runs, else in process), [`estimator`] (interface counters), `status` (the
+//! monitor's JSON). The CM needs nothing from here: the runtime's `Cm` handle uses the
+//! daemon when its socket exists (`ADAPTNET_CM`, `CmOptions::backend`).
 
 pub mod client;
 pub mod config;
@@ -28,5 +30,5 @@ mod status;
 pub use client::{ClientError, DaemonClient, socket_path};
 pub use config::{ConfigError, DaemonConfig};
 pub use engine::{Caller, DaemonStats, Engine};
-pub use host::{Backend, HostCm, HostEvent, HostEvents, HostFlow, HostSubscription};
+pub use host::{Backend, HostEvent, HostEvents, HostSubscription};
 pub use server::{DaemonError, RunningDaemon, start};

@@ -18,7 +18,7 @@ use adaptnet_core::cm::{
 };
 use adaptnet_core::daemon::Message;
 use adaptnet_daemon::{DaemonClient, DaemonConfig};
-use adaptnet_runtime::cm::{Cm, CmOptions, Notice};
+use adaptnet_runtime::cm::{Cm, CmBackend, CmOptions, Notice};
 use adaptnet_testbed::netns::NetnsLink;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -153,6 +153,7 @@ async fn send(to: SocketAddr, via: Via) {
                 },
                 bind: "0.0.0.0:0".parse().expect("addr"),
                 peer_port: None,
+                backend: CmBackend::InProcess,
             })
             .expect("in-process CM");
             let mut flow = cm

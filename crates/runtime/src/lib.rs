@@ -26,7 +26,10 @@
 //! * [`udp`]: the drivers' UDP I/O — batched (`recvmmsg`, optional GSO) through quinn-udp,
 //!   never blocking the driver on a full socket, each datagram stamped with its kernel
 //!   arrival time.
-//! * [`cm`]: the Congestion Manager for applications — one per process, shared by every flow
+//! * [`host_events`]: environment events from the host daemon's event service when it runs,
+//!   else from this process's [`env::EnvMonitor`], with one API;
+//! * [`cm`]: the Congestion Manager for applications — the host daemon's when it runs
+//!   ([`daemon_client`]: its local protocol), else one per process, shared by every flow
 //!   to a destination host (application flows and CM-delegated streams), `open`/`request`/
 //!   grants/`notify`/`update`/`query`/`close`/`change_rate`, probes between hosts over UDP;
 //! * [`stream`]: core's TCP over UDP as `AsyncRead + AsyncWrite`, NewReno or CM-delegated.
@@ -61,9 +64,11 @@
 pub mod atp;
 pub mod clock;
 pub mod cm;
+pub mod daemon_client;
 mod driver;
 pub mod env;
 pub mod error;
+pub mod host_events;
 pub mod iface;
 pub mod message;
 pub mod naitcp;

@@ -6,7 +6,7 @@
 //! one test's runtime would stop with it), and its own loopback destination address.
 
 use adaptnet_core::cm::{Feedback, FlowKey, FlowOptions, Request, Thresholds};
-use adaptnet_runtime::cm::{Cm, CmOptions, Error, Notice};
+use adaptnet_runtime::cm::{Cm, CmBackend, CmOptions, Error, Notice};
 use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -23,6 +23,8 @@ fn options() -> CmOptions {
     CmOptions {
         bind: "0.0.0.0:0".parse().expect("address"),
         peer_port: None,
+        // These tests are of the process's own engine, whether or not a daemon runs.
+        backend: CmBackend::InProcess,
         ..CmOptions::default()
     }
 }

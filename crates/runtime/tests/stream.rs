@@ -2,7 +2,7 @@
 //! sharing one CM all complete, and the lifecycle (drop a stream, drop the endpoint, a slow
 //! reader) ends or bounds things as documented.
 
-use adaptnet_runtime::cm::{Cm, CmOptions};
+use adaptnet_runtime::cm::{Cm, CmBackend, CmOptions};
 use adaptnet_runtime::stream::{StreamConn, StreamEndpoint, StreamOptions};
 use adaptnet_runtime::{ConnectionError, WriteError};
 use std::collections::hash_map::DefaultHasher;
@@ -280,6 +280,7 @@ fn own_cm() -> Cm {
     Cm::new(CmOptions {
         bind: "127.0.0.1:0".parse().unwrap(),
         peer_port: None,
+        backend: CmBackend::InProcess,
         ..CmOptions::default()
     })
     .expect("cm")

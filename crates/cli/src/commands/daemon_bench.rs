@@ -19,7 +19,7 @@ use adaptnet_core::daemon::Message;
 use adaptnet_core::env::{EnvTable, EventHub, Level, LevelMask, Name, Param, Watermarks};
 use adaptnet_daemon::DaemonClient;
 use adaptnet_experiments::report::table::Table;
-use adaptnet_runtime::cm::{Cm, CmOptions, Notice};
+use adaptnet_runtime::cm::{Cm, CmBackend, CmOptions, Notice};
 use adaptnet_testbed::loopback::cpu_time;
 use anyhow::{Context, Result, anyhow};
 use std::path::PathBuf;
@@ -312,6 +312,7 @@ pub fn run(rounds: u32) -> Result<ExitCode> {
         Cm::start(CmOptions {
             bind: "127.0.0.1:0".parse()?,
             peer_port: None,
+            backend: CmBackend::InProcess,
             ..CmOptions::default()
         })
         .map_err(anyhow::Error::from)

@@ -12,6 +12,17 @@
 //! [`Cm::global`] starts a new one. [`Cm::new`] makes a CM of its own (not the process's),
 //! for applications and tests that run several runtimes.
 //!
+//! **The host daemon** (`adaptnet daemon`, issue 20): when its socket exists
+//! ([`socket_path`]: `$ADAPTNET_DAEMON_SOCKET`, else
+//! `/run/adaptnet/daemon.sock`), [`Cm::global`] is a handle to the daemon's CM instead — one
+//! CM for every application on the host — over the local protocol
+//! ([`crate::daemon_client`]); flows read the same notices and rate changes either way.
+//! `ADAPTNET_CM=local` keeps the process's own engine, `ADAPTNET_CM=daemon` insists on the
+//! daemon (an error if it does not answer); [`CmOptions::backend`] says the same in code
+//! ([`CmBackend`]). CM-delegated streams always use an in-process CM (they call it
+//! synchronously from their driver). If the daemon goes away, flows see their notices end
+//! and calls fail with [`Error::Daemon`]; the next [`Cm::global`] chooses again.
+//!
 //! | papers/003 Figure 8, RFC 3124 | here |
 //! |---|---|
 //! | `cm_open(dst)` | [`Cm::open`], [`Cm::open_with`] → [`CmFlow`] |
@@ -50,16 +61,20 @@
 //! # Ok(()) }
 //! ```
 
+mod daemon;
 pub(crate) mod host;
 
 use crate::clock::Clock;
+use crate::daemon_client::{ClientError, socket_path};
 use crate::driver::{self, Timekeeper};
 use adaptnet_core::cm::{
     CmConfig, CmError, Feedback, FlowId, FlowKey, FlowOptions, FlowQuery, Request, Thresholds,
 };
 use adaptnet_core::cm::{CmHandle, CongestionManager};
+use adaptnet_core::daemon::Message;
 use host::{HostShared, Route};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
@@ -94,6 +109,44 @@ pub enum Error {
     /// The CM host has stopped.
     #[error("cm host stopped")]
     Closed,
+    /// The host daemon could not be reached, refused the call, or went away.
+    #[error("cm daemon: {0}")]
+    Daemon(#[from] ClientError),
+}
+
+/// The environment variable that chooses the CM's backend ([`CmBackend::from_env`]):
+/// `local` (or `in-process`) for the process's own engine, `daemon` for the host daemon,
+/// `auto` or unset for the daemon when its socket exists.
+pub const BACKEND_ENV: &str = "ADAPTNET_CM";
+
+/// Which engine a [`Cm`] handle uses (issue 20: one CM for the whole host when the daemon
+/// runs, the process's own otherwise).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum CmBackend {
+    /// The daemon if its socket ([`socket_path`]) exists and accepts a connection, else the
+    /// process's own engine.
+    #[default]
+    Auto,
+    /// The daemon at this socket ([`socket_path`] if `None`); an error if it does not answer.
+    Daemon(Option<PathBuf>),
+    /// The process's own engine, even if a daemon runs.
+    InProcess,
+}
+
+impl CmBackend {
+    /// From [`BACKEND_ENV`]: `daemon`, `local`/`in-process`, else [`CmBackend::Auto`] (an
+    /// unknown value is logged and read as `auto`).
+    pub fn from_env() -> CmBackend {
+        match std::env::var(BACKEND_ENV).as_deref() {
+            Ok("daemon") => CmBackend::Daemon(None),
+            Ok("local" | "in-process" | "inprocess") => CmBackend::InProcess,
+            Ok("auto" | "") | Err(_) => CmBackend::Auto,
+            Ok(other) => {
+                tracing::warn!("{BACKEND_ENV}={other:?} is not auto, daemon or local; using auto");
+                CmBackend::Auto
+            }
+        }
+    }
 }
 
 /// How to start the process CM.
@@ -106,6 +159,9 @@ pub struct CmOptions {
     /// The port probes are sent to on peer hosts (default: [`PROBE_PORT`], or the bound port
     /// if `bind` asked for port 0). Responses go back to where each probe came from.
     pub peer_port: Option<u16>,
+    /// Which engine: the host daemon or this process's (default: [`CmBackend::from_env`]).
+    /// With the daemon, `config`, `bind` and `peer_port` are the daemon's own.
+    pub backend: CmBackend,
 }
 
 impl Default for CmOptions {
@@ -114,6 +170,7 @@ impl Default for CmOptions {
             config: CmConfig::default(),
             bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), PROBE_PORT),
             peer_port: Some(PROBE_PORT),
+            backend: CmBackend::from_env(),
         }
     }
 }
@@ -140,7 +197,7 @@ pub struct RateChange {
 }
 
 /// What an opened flow needs from the host.
-type Opened = (
+pub(crate) type Opened = (
     FlowId,
     mpsc::Receiver<Notice>,
     watch::Receiver<Option<RateChange>>,
@@ -248,11 +305,23 @@ pub(crate) fn handle_command(host: &HostShared, now: adaptnet_core::Time, cmd: C
     }
 }
 
-/// A handle to a CM (the process's, [`Cm::global`], or one of its own, [`Cm::new`]). Clones
-/// share it; the CM stops when the last handle (flows and CM-delegated stream endpoints hold
-/// one) is gone.
+/// A handle to a CM (the process's, [`Cm::global`], or one of its own, [`Cm::new`]): the
+/// host daemon's or this process's engine ([`CmBackend`]), with one API. Clones share it; an
+/// in-process CM stops, and a daemon connection closes (the daemon frees its flows), when the
+/// last handle (flows and CM-delegated stream endpoints hold one) is gone.
 #[derive(Clone, Debug)]
-pub struct Cm(Arc<Inner>);
+pub struct Cm(Engine);
+
+#[derive(Clone, Debug)]
+enum Engine {
+    InProcess(LocalCm),
+    Daemon(Arc<daemon::DaemonCm>),
+}
+
+/// The in-process engine: a handle to this process's CM host task. CM-delegated streams
+/// hold this (they call the CM synchronously, which only an in-process CM can serve).
+#[derive(Clone, Debug)]
+pub(crate) struct LocalCm(Arc<Inner>);
 
 #[derive(Debug)]
 struct Inner {
@@ -267,66 +336,256 @@ impl Drop for Inner {
     }
 }
 
-/// The process CM while a handle of it lives.
-static GLOBAL: Mutex<Weak<Inner>> = Mutex::new(Weak::new());
+/// The process CMs while a handle of them lives: the one [`Cm::global`] chose, and the
+/// in-process one CM-delegated streams use.
+struct Slot {
+    chosen: Option<WeakEngine>,
+    local: Weak<Inner>,
+}
+
+enum WeakEngine {
+    InProcess(Weak<Inner>),
+    Daemon(Weak<daemon::DaemonCm>),
+}
+
+static GLOBAL: Mutex<Slot> = Mutex::new(Slot {
+    chosen: None,
+    local: Weak::new(),
+});
 static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
 
-fn global_slot() -> MutexGuard<'static, Weak<Inner>> {
+fn global_slot() -> MutexGuard<'static, Slot> {
     GLOBAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The running process CM, if a handle of it lives and its task still runs (the runtime
-/// that ran it may have shut down).
-fn running(slot: &Weak<Inner>) -> Option<Cm> {
-    slot.upgrade()
+/// The running in-process CM behind `weak`, if a handle of it lives and its task still runs
+/// (the runtime that ran it may have shut down).
+fn running_local(weak: &Weak<Inner>) -> Option<LocalCm> {
+    weak.upgrade()
         .filter(|inner| !inner.host.driver.is_done())
-        .map(Cm)
+        .map(LocalCm)
+}
+
+impl Slot {
+    /// The process CM [`Cm::global`] chose, if it still runs (a daemon connection that
+    /// closed does not: the next call connects anew).
+    fn running(&self) -> Option<Cm> {
+        match self.chosen.as_ref()? {
+            WeakEngine::InProcess(w) => running_local(w).map(|l| Cm(Engine::InProcess(l))),
+            WeakEngine::Daemon(w) => w
+                .upgrade()
+                .filter(|d| d.is_running())
+                .map(|d| Cm(Engine::Daemon(d))),
+        }
+    }
+
+    fn remember(&mut self, cm: &Cm) {
+        self.chosen = Some(match &cm.0 {
+            Engine::InProcess(l) => {
+                self.local = Arc::downgrade(&l.0);
+                WeakEngine::InProcess(Arc::downgrade(&l.0))
+            }
+            Engine::Daemon(d) => WeakEngine::Daemon(Arc::downgrade(d)),
+        });
+    }
+}
+
+/// Starts an in-process CM for the process: on the well-known probe port, or, if another CM
+/// on this host holds it, on an ephemeral one.
+fn start_process_local(options: CmOptions) -> Result<LocalCm, Error> {
+    match LocalCm::new(&options) {
+        Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(
+                "cm: probe port {} unavailable ({e}); using an ephemeral port",
+                options.bind.port()
+            );
+            LocalCm::new(&CmOptions {
+                bind: SocketAddr::new(options.bind.ip(), 0),
+                ..options
+            })
+        }
+        r => r,
+    }
 }
 
 impl Cm {
-    /// The process CM, started with [`CmOptions::default`] on the current tokio runtime if
-    /// none runs. If the probe port is taken (another CM process on this host), it binds an
-    /// ephemeral port instead: its flows still probe their peers, but other hosts' probes
-    /// cannot reach it. Call inside a tokio runtime; the CM runs on the runtime that started
-    /// it, so a program with one runtime has one CM.
+    /// The process CM. If none runs, one is chosen by [`CmOptions::default`]'s backend
+    /// (`ADAPTNET_CM`, [`CmBackend::from_env`]): the host daemon when its socket exists,
+    /// else the process's own engine, started on the current tokio runtime. If the probe
+    /// port is taken (another CM process on this host), the own engine binds an ephemeral
+    /// port instead: its flows still probe their peers, but other hosts' probes cannot reach
+    /// it. Call inside a tokio runtime; an in-process CM runs on the runtime that started it,
+    /// so a program with one runtime has one CM.
     pub fn global() -> Result<Cm, Error> {
         let mut slot = global_slot();
-        if let Some(cm) = running(&slot) {
+        if let Some(cm) = slot.running() {
             return Ok(cm);
         }
-        let cm = match Cm::new(CmOptions::default()) {
-            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::AddrInUse => {
-                tracing::warn!(
-                    "cm: probe port {PROBE_PORT} unavailable ({e}); using an ephemeral port"
-                );
-                Cm::new(CmOptions {
-                    bind: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-                    ..CmOptions::default()
-                })?
-            }
-            r => r?,
+        let options = CmOptions::default();
+        let cm = match Cm::connect_daemon(&options.backend)? {
+            Some(d) => d,
+            None => match running_local(&slot.local) {
+                Some(l) => Cm(Engine::InProcess(l)),
+                None => Cm(Engine::InProcess(start_process_local(options)?)),
+            },
         };
-        *slot = Arc::downgrade(&cm.0);
+        slot.remember(&cm);
         Ok(cm)
     }
 
-    /// Starts the process CM with `options` on the current tokio runtime;
-    /// [`Error::AlreadyStarted`] while one runs.
+    /// The process's in-process CM (CM-delegated streams need one even when the
+    /// application's flows go through the daemon).
+    pub(crate) fn global_in_process() -> Result<LocalCm, Error> {
+        let mut slot = global_slot();
+        if let Some(l) = running_local(&slot.local) {
+            return Ok(l);
+        }
+        let local = start_process_local(CmOptions {
+            backend: CmBackend::InProcess,
+            ..CmOptions::default()
+        })?;
+        slot.local = Arc::downgrade(&local.0);
+        Ok(local)
+    }
+
+    /// Starts the process CM with `options` (its backend included) on the current tokio
+    /// runtime; [`Error::AlreadyStarted`] while one runs.
     pub fn start(options: CmOptions) -> Result<Cm, Error> {
         let mut slot = global_slot();
-        if running(&slot).is_some() {
+        if slot.running().is_some() {
             return Err(Error::AlreadyStarted);
         }
         let cm = Cm::new(options)?;
-        *slot = Arc::downgrade(&cm.0);
+        slot.remember(&cm);
         Ok(cm)
     }
 
-    /// A CM of its own (not the process CM) with `options`, as a task on the current tokio
-    /// runtime. Its flows and streams share it only with each other.
+    /// A CM handle of its own (not the process CM) with `options`: a connection of its own to
+    /// the daemon, or an in-process CM of its own as a task on the current tokio runtime
+    /// (whose flows and streams share it only with each other), as `options.backend` says.
     pub fn new(options: CmOptions) -> Result<Cm, Error> {
+        if let Some(cm) = Cm::connect_daemon(&options.backend)? {
+            return Ok(cm);
+        }
+        Ok(Cm(Engine::InProcess(LocalCm::new(&options)?)))
+    }
+
+    /// The daemon handle `backend` asks for: `Some` through the daemon, `None` for the
+    /// process's own engine (asked for, or `Auto` with no daemon answering).
+    fn connect_daemon(backend: &CmBackend) -> Result<Option<Cm>, Error> {
+        tokio::runtime::Handle::try_current().map_err(|_| {
+            Error::Io(std::io::Error::other(
+                "the CM must be started inside a tokio runtime",
+            ))
+        })?;
+        let daemon = |path: &std::path::Path| {
+            daemon::DaemonCm::connect_now(path).map(|d| Some(Cm(Engine::Daemon(Arc::new(d)))))
+        };
+        match backend {
+            CmBackend::InProcess => Ok(None),
+            CmBackend::Daemon(path) => Ok(daemon(path.as_deref().unwrap_or(&socket_path()))?),
+            CmBackend::Auto => {
+                let path = socket_path();
+                if !path.exists() {
+                    return Ok(None);
+                }
+                // A socket left by a daemon that died refuses the connection: fall back.
+                daemon(&path).or_else(|e| {
+                    tracing::warn!("cm: {e}; using the process's own CM");
+                    Ok(None)
+                })
+            }
+        }
+    }
+
+    /// Whether this handle goes through the host daemon.
+    pub fn is_daemon(&self) -> bool {
+        matches!(self.0, Engine::Daemon(_))
+    }
+
+    /// The in-process engine, if this is one.
+    pub(crate) fn in_process(&self) -> Option<&LocalCm> {
+        match &self.0 {
+            Engine::InProcess(l) => Some(l),
+            Engine::Daemon(_) => None,
+        }
+    }
+
+    /// Where the probe protocol's socket is bound; through the daemon, the unspecified
+    /// address `0.0.0.0:0` (the probe socket is the daemon's).
+    pub fn local_addr(&self) -> SocketAddr {
+        match &self.0 {
+            Engine::InProcess(l) => l.0.local_addr,
+            Engine::Daemon(_) => SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
+        }
+    }
+
+    /// `cm_open`: a flow to `dest`'s host with implicit feedback (the application calls
+    /// [`CmFlow::update`]) and a process-unique key.
+    pub async fn open(&self, dest: SocketAddr) -> Result<CmFlow, Error> {
+        let key = FlowKey(NEXT_KEY.fetch_add(1, Ordering::Relaxed));
+        self.open_with(dest.ip(), key, FlowOptions::implicit())
+            .await
+    }
+
+    /// `cm_open` with the flow's key (the name both hosts use for it in probe responses) and
+    /// options (weight, feedback source, thresholds).
+    pub async fn open_with(
+        &self,
+        dest: IpAddr,
+        key: FlowKey,
+        options: FlowOptions,
+    ) -> Result<CmFlow, Error> {
+        let (id, notices, rates) = match &self.0 {
+            Engine::InProcess(l) => {
+                l.call(|reply| Command::Open {
+                    dest,
+                    key,
+                    options,
+                    reply,
+                })
+                .await??
+            }
+            Engine::Daemon(d) => d.open(dest, key, options).await?,
+        };
+        Ok(CmFlow {
+            cm: self.clone(),
+            id,
+            key,
+            notices,
+            rates,
+            closed: false,
+        })
+    }
+
+    /// The receiving side of a probe-fed flow: a data packet of `bytes` from flow `key` of
+    /// host `from` arrived; the receiver CM reports it in its next probe response. Call it as
+    /// each packet arrives: a count made after the sender's next probe reached this host is
+    /// reported in the next interval, and the sender reads the interval it missed as loss.
+    /// Through the daemon the report is sent without waiting for its reply.
+    pub fn received(&self, from: IpAddr, key: FlowKey, bytes: u64) {
+        let from = adaptnet_core::cm::PeerAddr::from(from);
+        match &self.0 {
+            Engine::InProcess(l) => {
+                let host = &l.0.host;
+                let now = host.clock.now();
+                host::lock(&host.receiver).handle_data(now, from, key, bytes, false);
+            }
+            Engine::Daemon(d) => {
+                let client = d.client.clone();
+                tokio::spawn(async move {
+                    let _ = client.received(from, key, bytes, false).await;
+                });
+            }
+        }
+    }
+}
+
+impl LocalCm {
+    /// An in-process CM with `options` as a task on the current tokio runtime.
+    fn new(options: &CmOptions) -> Result<LocalCm, Error> {
         tokio::runtime::Handle::try_current().map_err(|_| {
             Error::Io(std::io::Error::other(
                 "the CM must be started inside a tokio runtime",
@@ -350,7 +609,7 @@ impl Cm {
             shared,
             SHUTDOWN_TIMEOUT,
         ));
-        Ok(Cm(Arc::new(Inner {
+        Ok(LocalCm(Arc::new(Inner {
             cmd,
             local_addr,
             host,
@@ -362,11 +621,6 @@ impl Cm {
         &self.0.host
     }
 
-    /// Where the probe protocol's socket is bound.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.0.local_addr
-    }
-
     async fn call<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, Error> {
         let (reply, rx) = oneshot::channel();
         self.0
@@ -376,56 +630,6 @@ impl Cm {
             .map_err(|_| Error::Closed)?;
         rx.await.map_err(|_| Error::Closed)
     }
-
-    /// `cm_open`: a flow to `dest`'s host with implicit feedback (the application calls
-    /// [`CmFlow::update`]) and a process-unique key.
-    pub async fn open(&self, dest: SocketAddr) -> Result<CmFlow, Error> {
-        let key = FlowKey(NEXT_KEY.fetch_add(1, Ordering::Relaxed));
-        self.open_with(dest.ip(), key, FlowOptions::implicit())
-            .await
-    }
-
-    /// `cm_open` with the flow's key (the name both hosts use for it in probe responses) and
-    /// options (weight, feedback source, thresholds).
-    pub async fn open_with(
-        &self,
-        dest: IpAddr,
-        key: FlowKey,
-        options: FlowOptions,
-    ) -> Result<CmFlow, Error> {
-        let (id, notices, rates) = self
-            .call(|reply| Command::Open {
-                dest,
-                key,
-                options,
-                reply,
-            })
-            .await??;
-        Ok(CmFlow {
-            cm: self.clone(),
-            id,
-            key,
-            notices,
-            rates,
-            closed: false,
-        })
-    }
-
-    /// The receiving side of a probe-fed flow: a data packet of `bytes` from flow `key` of
-    /// host `from` arrived; the receiver CM reports it in its next probe response. Call it as
-    /// each packet arrives: a count made after the sender's next probe reached this host is
-    /// reported in the next interval, and the sender reads the interval it missed as loss.
-    pub fn received(&self, from: IpAddr, key: FlowKey, bytes: u64) {
-        let host = &self.0.host;
-        let now = host.clock.now();
-        host::lock(&host.receiver).handle_data(
-            now,
-            adaptnet_core::cm::PeerAddr::from(from),
-            key,
-            bytes,
-            false,
-        );
-    }
 }
 
 /// A flow's `change_rate` callbacks ([`CmFlow::rate_changes`]); cheap to clone.
@@ -433,6 +637,11 @@ impl Cm {
 pub struct RateChanges(watch::Receiver<Option<RateChange>>);
 
 impl RateChanges {
+    /// The latest rate change, without waiting; `None` before the first.
+    pub fn latest(&self) -> Option<RateChange> {
+        *self.0.borrow()
+    }
+
     /// Waits for the next rate change (the latest if several came meanwhile); `None` once
     /// the flow is closed.
     pub async fn next(&mut self) -> Option<RateChange> {
@@ -463,11 +672,20 @@ impl CmFlow {
         self.key
     }
 
+    /// Runs one call on the flow's engine: `make` builds the in-process command, `message`
+    /// the daemon's request.
     async fn call(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<(), CmError>>) -> Command,
+        message: impl FnOnce(FlowId) -> Message,
     ) -> Result<(), Error> {
-        Ok(self.cm.call(make).await??)
+        match &self.cm.0 {
+            Engine::InProcess(l) => Ok(l.call(make).await??),
+            Engine::Daemon(d) => match d.client.call(message(self.id)).await? {
+                Message::Ok => Ok(()),
+                _ => Err(ClientError::Unexpected("expected Ok").into()),
+            },
+        }
     }
 
     /// `cm_request(nbytes)`: grants of at most one MTU follow as [`Notice::Grant`]s, paced at
@@ -479,11 +697,14 @@ impl CmFlow {
     /// `cm_request(id, nbytes, minbytes, latency)` (papers/003 Figure 8).
     pub async fn request_with(&self, request: Request) -> Result<(), Error> {
         let flow = self.id;
-        self.call(|reply| Command::Request {
-            flow,
-            request,
-            reply,
-        })
+        self.call(
+            |reply| Command::Request {
+                flow,
+                request,
+                reply,
+            },
+            |flow| Message::Request { flow, request },
+        )
         .await
     }
 
@@ -501,18 +722,24 @@ impl CmFlow {
     /// first); `0` declines the oldest grant.
     pub async fn notify(&self, nsent: u64) -> Result<(), Error> {
         let flow = self.id;
-        self.call(|reply| Command::Notify { flow, nsent, reply })
-            .await
+        self.call(
+            |reply| Command::Notify { flow, nsent, reply },
+            |flow| Message::Notify { flow, nsent },
+        )
+        .await
     }
 
     /// `cm_update(nrecd, nlost, lossmode, rtt)`: what the receiver reported.
     pub async fn update(&self, feedback: Feedback) -> Result<(), Error> {
         let flow = self.id;
-        self.call(|reply| Command::Update {
-            flow,
-            feedback,
-            reply,
-        })
+        self.call(
+            |reply| Command::Update {
+                flow,
+                feedback,
+                reply,
+            },
+            |flow| Message::Update { flow, feedback },
+        )
         .await
     }
 
@@ -520,21 +747,24 @@ impl CmFlow {
     /// [`Thresholds::EVERY_RATE_CHANGE`]).
     pub async fn thresh(&self, thresholds: Thresholds) -> Result<(), Error> {
         let flow = self.id;
-        self.call(|reply| Command::Thresh {
-            flow,
-            thresholds,
-            reply,
-        })
+        self.call(
+            |reply| Command::Thresh {
+                flow,
+                thresholds,
+                reply,
+            },
+            |flow| Message::Thresh { flow, thresholds },
+        )
         .await
     }
 
     /// `cm_query`: the flow's share of the rate and the path's RTT estimates.
     pub async fn query(&self) -> Result<FlowQuery, Error> {
         let flow = self.id;
-        Ok(self
-            .cm
-            .call(|reply| Command::Query { flow, reply })
-            .await??)
+        match &self.cm.0 {
+            Engine::InProcess(l) => Ok(l.call(|reply| Command::Query { flow, reply }).await??),
+            Engine::Daemon(d) => Ok(d.client.query(flow).await?),
+        }
     }
 
     /// `change_rate`: waits for the flow's next rate change and returns it (the latest one
@@ -554,13 +784,17 @@ impl CmFlow {
     pub async fn close(mut self) {
         self.closed = true;
         let flow = self.id;
-        let _ = self
-            .cm
-            .call(|reply| Command::Close {
-                flow,
-                reply: Some(reply),
-            })
-            .await;
+        match &self.cm.0 {
+            Engine::InProcess(l) => {
+                let _ = l
+                    .call(|reply| Command::Close {
+                        flow,
+                        reply: Some(reply),
+                    })
+                    .await;
+            }
+            Engine::Daemon(d) => d.close(flow).await,
+        }
     }
 }
 
@@ -569,10 +803,15 @@ impl Drop for CmFlow {
         if !self.closed {
             // Best effort without waiting; a full queue leaves the flow to be closed when
             // the process ends.
-            let _ = self.cm.0.cmd.try_send(Command::Close {
-                flow: self.id,
-                reply: None,
-            });
+            match &self.cm.0 {
+                Engine::InProcess(l) => {
+                    let _ = l.0.cmd.try_send(Command::Close {
+                        flow: self.id,
+                        reply: None,
+                    });
+                }
+                Engine::Daemon(d) => d.close_later(self.id),
+            }
         }
     }
 }

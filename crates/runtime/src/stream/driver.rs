@@ -10,7 +10,7 @@
 
 use super::conn::{Buffers, Port, lock};
 use super::{Command, Congestion, LISTEN_PORT, StreamConn, StreamOptions, StreamStats};
-use crate::cm::Cm;
+use crate::cm::LocalCm as Cm;
 use crate::cm::host::Route;
 use crate::driver::{self, Protocol, Shared, Timekeeper};
 use crate::error::{ConnectError, ConnectionError};

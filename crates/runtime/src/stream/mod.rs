@@ -263,8 +263,11 @@ impl StreamEndpoint {
         socket.set_nonblocking(true)?;
         let local_addr = socket.local_addr()?;
         let cm = match &options.congestion {
-            Congestion::Cm => Some(crate::cm::Cm::global().map_err(io::Error::other)?),
-            Congestion::CmOf(cm) => Some(cm.clone()),
+            // TCP/CM calls the CM synchronously: only an in-process CM can serve it.
+            Congestion::Cm => Some(crate::cm::Cm::global_in_process().map_err(io::Error::other)?),
+            Congestion::CmOf(cm) => Some(cm.in_process().cloned().ok_or_else(|| {
+                io::Error::other("a CM-delegated stream needs an in-process CM, not the daemon's")
+            })?),
             Congestion::NewReno | Congestion::Adtcp(_) => None,
         };
         let (cmd_tx, cmd_rx) = mpsc::channel(options.command_queue_len.max(1));
