@@ -7,8 +7,8 @@
 //!
 //! **What liveness means.** A peer is alive if it answers. Every datagram that expects an
 //! answer (DATA, CANCEL, PROBE, PING) starts a wait, unless one is running already; anything
-//! heard from the peer ends it. A wait longer than the retransmission timeout makes the peer
-//! *silent*: the connection then sends no data, retransmissions or probe trains — only
+//! heard from the peer ends it. A wait longer than the retransmission timeout (capped at 1 s
+//! by the connection) makes the peer *silent*: the connection then sends no data, retransmissions or probe trains — only
 //! PINGs, the smallest datagram it has, at intervals that double from one RTO up to
 //! [`LivenessConfig::probe_interval_max`] — and ATP's callback timers keep running. A peer
 //! silent for [`LivenessConfig::silent_timeout`] is gone and the connection ends (`Idle`),
