@@ -4,7 +4,7 @@
 //!
 //! [`Cm::global`] starts it lazily: a task on the caller's tokio runtime (the crate's one
 //! driver loop, no thread of its own) owning core's
-//! [`CongestionManager`](adaptnet_core::cm::CongestionManager) (every CM decision is core's),
+//! [`CongestionManager`] (every CM decision is core's),
 //! its receiver-side `CmReceiver` and a UDP socket for the probe/response protocol of
 //! papers/003 §2.2.2 between hosts ([`PROBE_PORT`]). Handles are cheap to clone and `Send`;
 //! the task stops when the last handle — a [`Cm`], a [`CmFlow`], a CM-delegated

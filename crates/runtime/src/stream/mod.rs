@@ -1,7 +1,7 @@
 //! A TCP-like byte stream over UDP: core's [`tcp::Connection`](adaptnet_core::tcp::Connection)
 //! carried one segment per datagram (an emitted [`TcpRepr`](adaptnet_core::tcp::TcpRepr)
 //! header, then the payload bytes), exposed to the application as a [`StreamConn`] that
-//! implements tokio's [`AsyncRead`] + [`AsyncWrite`].
+//! implements tokio's [`AsyncRead`](tokio::io::AsyncRead) + [`AsyncWrite`](tokio::io::AsyncWrite).
 //!
 //! Every protocol decision is core's [`tcp::endpoint::Endpoint`](adaptnet_core::tcp::endpoint::Endpoint):
 //! demultiplexing, SYN cookies, initial sequence numbers, the mapping from sequence numbers to

@@ -321,7 +321,7 @@ impl<A: EndpointAddr> Endpoint<A> {
         self.streams.get(&h)
     }
 
-    /// Connection `h`, mutably (see [`Stream::conn_mut`]).
+    /// Connection `h`, mutably (its TCP state is [`Stream::conn`]).
     pub fn stream_mut(&mut self, h: ConnectionHandle) -> Option<&mut Stream<A>> {
         self.streams.get_mut(&h)
     }
