@@ -2,7 +2,9 @@
 # NAI Table 2 on real packets: `adaptnet send` workloads with ATP, NAI-TCP and NAI-MTCP1 over
 # the link emulator (`adaptnet link`) running one of the traces `adaptnet exp nai-table2`
 # simulates — by default the paper's synthetic trace, the one `--quick` runs — beside the
-# simulator's table for the same trace and seed. Needs root (namespaces, TUN devices), a
+# simulator's table for the same trace and seed (`nai-table2`: ATP with the paper's estimator,
+# the baselines) and its ATP with the runtime's default rate control (`nai-estimators`'
+# ATP-default). Needs root (namespaces, TUN devices), a
 # release build and python3.
 #
 #   experiments/nai/table2-emulated.sh [--trace NAME] [OUT] [SECONDS]
@@ -12,17 +14,19 @@
 # read from $ADAPTNET_TRACES, default ../shared/traces). The simulator then runs that trace
 # alone (seed 1, --quick) from a copy of the parameters in OUT/experiments.
 # OUT (default out/nai-table2-emulated, or out/nai-table2-emulated-NAME for another trace)
-# receives sim/ (the simulator's run and the trace), one directory per workload × transport
+# receives sim/ and sim-control/ (the simulator's runs and the trace), one directory per workload × transport
 # (send's summary.json and the link's log), and table2-emulated.md. SECONDS (default 300, the
 # paper's five minutes) is each workload's length; the trace is the one the simulator used
 # (300 s). Runs go in parallel (JOBS, default 3), each on its own pair of namespaces: at
 # 200 KB/s they load the machine little, and each link's emulator reports its own lateness in
 # its log.
 #
-# Both ends wait PEER_TIMEOUT seconds (default 60) for a silent peer before ending a
+# Both ends wait PEER_TIMEOUT seconds (default 300) for a silent peer before ending a
 # connection (`--peer-timeout-s`: ATP's silent timeout, kernel TCP's TCP_USER_TIMEOUT): the
 # synthetic trace carries nothing from 150 s to 180 s, and with the runtime's default 8 s every
-# connection, ATP's and kernel TCP's, would end there as if the peer had died. The server's
+# connection, ATP's and kernel TCP's, would end there as if the peer had died. (60 s was not
+# enough for kernel TCP: its retransmission timer, backed off through the stretch, next
+# fired after the 60 s had run out, and two NAI-MTCP1 runs ended at 219 s.) The server's
 # idle timeout outlasts the run: NAI-MTCPk keeps one TCP connection per level, and one that
 # carries nothing (uniform's unused low level) would be closed after serve's default 60 s,
 # taking the whole NAI-MTCPk connection with it.
@@ -41,7 +45,7 @@ else
 fi
 SECONDS_RUN="${2:-300}"
 JOBS="${JOBS:-3}"
-PEER_TIMEOUT="${PEER_TIMEOUT:-60}"
+PEER_TIMEOUT="${PEER_TIMEOUT:-300}"
 TRACES_DIR="${ADAPTNET_TRACES:-../shared/traces}"
 WORKLOADS="${WORKLOADS:-uniform prioritised reversed filesystem overload random}"
 TRANSPORTS="${TRANSPORTS:-atp nai-tcp nai-mtcp1}"
@@ -70,9 +74,16 @@ for b in blocks:
 if not found:
     sys.exit(f"no trace named {name} in {src}")
 open(dst, "w").write("".join(keep))
+# nai-estimators runs the same workloads with ATP's default control (the runtime's) too.
+traces_only = "".join(b for b in keep if b.startswith("[[traces]]"))
+open(dst.replace("table2.params", "estimators.params"), "w").write("seeds = [1]\n\n" + traces_only)
 PY
   "$ADAPTNET" exp nai-table2 --quick --experiments "$OUT/experiments" --out "$OUT/sim" \
     >"$OUT/sim.log" 2>&1
+fi
+if [ ! -f "$OUT/sim-control/estimators-$TRACE.csv" ]; then
+  "$ADAPTNET" exp nai-estimators --quick --experiments "$OUT/experiments" \
+    --out "$OUT/sim-control" >"$OUT/sim-control.log" 2>&1
 fi
 trace_format=piecewise
 trace="$OUT/sim/trace-$TRACE.piecewise"
@@ -124,9 +135,22 @@ sim = {}
 with open(out / "sim" / f"table2-{sys.argv[4]}.csv") as f:
     for row in csv.DictReader(f):
         sim[(row["workload"], row["priority"])] = row
-names = {"atp": "ATP", "nai-tcp": "NAI-TCP", "nai-mtcp1": "NAI-MTCP1"}
-lines = ["| workload | priority | " + " | ".join(f"{names[t]} emulated | {names[t]} sim" for t in transports) + " |",
-         "|---|---|" + "---|---|" * len(transports)]
+# The simulator's ATP with the runtime's default rate control (nai-estimators' ATP-default).
+control = {}
+try:
+    with open(out / "sim-control" / f"estimators-{sys.argv[4]}.csv") as f:
+        for row in csv.DictReader(f):
+            control[(row["workload"], row["priority"])] = row["ATP-default %"]
+except OSError:
+    pass
+names = {"atp": "ATP", "nai-tcp": "NAI-TCP", "nai-mtcp1": "NAI-MTCP1", "nai-mtcp2": "NAI-MTCP2",
+         "nai-mtcp3": "NAI-MTCP3"}
+def heads(t):
+    if t == "atp":
+        return ["ATP emulated", "ATP sim (control)", "ATP sim (paper)"]
+    return [f"{names[t]} emulated", f"{names[t]} sim"]
+cols = [h for t in transports for h in heads(t)]
+lines = ["| workload | priority | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
 for w in workloads:
     reports = {}
     for t in transports:
@@ -150,6 +174,8 @@ for w in workloads:
                 cells.append(f"{100 * lv['on_time'] / lv['submitted']:.1f}")
             else:
                 cells.append("—")
+            if t == "atp":
+                cells.append(control.get((w, level["name"]), "—"))
             s = sim.get((w, level["name"]), {})
             cells.append(s.get(f"{names[t]} %", "—"))
         lines.append(f"| {w} | {level['name']} | " + " | ".join(cells) + " |")
