@@ -51,6 +51,11 @@
 //! `stall` period — the Congestion Manager's exponential aging of an idle rate
 //! (`papers/003_e14495e0957e2bee.txt` §2.2.3), here for a path that went silent — and the
 //! control returns to STARTUP, so it regrows within a few rounds once the path answers.
+//! If nothing the application sends can pass at the halved estimate (every message refused),
+//! only filler trains can find the path again: until a train measures it, they go at least
+//! every `filler_outage_interval` whatever the estimate, paced from the rate the outage
+//! started from, so a path that returns is found within a second or two, not the minute a
+//! share of the collapsed estimate would space them by.
 //!
 //! Until the first evidence of the path's rate (STARTUP ends: the queue formed, the rate
 //! stopped growing, or a filler train measured the bottleneck) there is no estimate
@@ -118,6 +123,9 @@ pub struct ControlConfig {
     pub filler_share: f64,
     /// Shortest time between filler trains while nothing rises.
     pub filler_min_interval: Duration,
+    /// Longest time between filler trains while the estimate is collapsed by stalls (see
+    /// [`RateControl::handle_timeout`]): a returning path is found within about this long.
+    pub filler_outage_interval: Duration,
     /// A train that arrived slower than this fraction of the rate it was sent at measured the
     /// bottleneck; faster, the link took it.
     pub filler_taken_fraction: f64,
@@ -150,6 +158,10 @@ impl Default for ControlConfig {
             filler_train_packets: 8,
             filler_share: 0.125,
             filler_min_interval: Duration::from_millis(100),
+            // Two 8-datagram trains a second at most: ~24 KB/s into a dead direction, and a
+            // returning one found within a second or two (RFC 6298's one-second initial RTO
+            // is the same bargain between a dead path's cost and a live one's delay).
+            filler_outage_interval: Duration::from_millis(500),
             filler_taken_fraction: 0.9,
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
@@ -226,6 +238,9 @@ pub struct RateControl {
     full_bw_rounds: u32,
     round_mark: u64,
     iface_queue_packets: Option<u32>,
+    /// The estimate the stalls of an outage started from, until the path is measured again
+    /// (a filler train's verdict, or the estimate back at it): see `handle_timeout`.
+    collapsed_from: Option<f64>,
     filler: Filler,
     stats: ControlStats,
 }
@@ -261,6 +276,7 @@ impl RateControl {
             full_bw_rounds: 0,
             round_mark: 0,
             iface_queue_packets: None,
+            collapsed_from: None,
             filler,
             stats: ControlStats::default(),
         }
@@ -466,6 +482,7 @@ impl RateControl {
             }
         }
         self.bw.expire(now, window);
+        self.end_collapse_if_back();
         if self.check_queue(now) {
             return;
         }
@@ -634,10 +651,14 @@ impl RateControl {
     /// A PROBE report from the receiver (filler trains).
     pub fn on_report(&mut self, now: Time, report: &ProbeReport) {
         let interval = self.train_interval();
-        match self
-            .filler
-            .on_report(now, report, self.config.filler_taken_fraction, interval)
-        {
+        let verdict =
+            self.filler
+                .on_report(now, report, self.config.filler_taken_fraction, interval);
+        if verdict.is_some() {
+            // A train measured the path: the estimate is evidence again, not a stall's guess.
+            self.collapsed_from = None;
+        }
+        match verdict {
             Some(TrainVerdict::Taken(rate)) if rate > self.bottleneck_bytes_per_s() => {
                 self.bw.update(now, rate);
             }
@@ -656,13 +677,38 @@ impl RateControl {
     }
 
     /// Time between filler trains while nothing rises: the train's bytes at `filler_share`
-    /// of the estimate, and at least `filler_min_interval`.
+    /// of the estimate, and at least `filler_min_interval` — and, while the estimate is
+    /// collapsed by an outage, at most `filler_outage_interval`.
     fn train_interval(&self) -> Duration {
         let bytes = f64::from(self.config.filler_train_packets) * self.mtu;
         let share = self.config.filler_share.max(1e-3);
-        Duration::try_from_secs_f64(bytes / (share * self.pacing_bw()))
+        let interval = Duration::try_from_secs_f64(bytes / (share * self.pacing_bw()))
             .unwrap_or(Duration::MAX)
-            .max(self.config.filler_min_interval)
+            .max(self.config.filler_min_interval);
+        if self.collapsed_from.is_some() {
+            // The estimate after an outage is the stalls' halvings, not a measurement: a
+            // share of it would space trains by a minute (64 s at the one-datagram floor)
+            // and leave a returning path unfound — with every message refused at that
+            // estimate, a light application never finds it either. Trains are bounded in
+            // time instead (a few datagrams a second), as TCP's retransmission timer probes
+            // a silent path on its own clock, not the rate it last had.
+            let cap = self
+                .config
+                .filler_outage_interval
+                .max(self.config.filler_min_interval);
+            return interval.min(cap);
+        }
+        interval
+    }
+
+    /// Ends the collapse once the estimate is back where the stalls started.
+    fn end_collapse_if_back(&mut self) {
+        if self
+            .collapsed_from
+            .is_some_and(|from| self.bottleneck_bytes_per_s() >= from)
+        {
+            self.collapsed_from = None;
+        }
     }
 
     /// Whether a filler datagram is due now, for an application with nothing to send.
@@ -700,7 +746,13 @@ impl RateControl {
                 _ => 2.0,
             }
         };
-        let rate = gain * self.pacing_bw();
+        // After an outage the first train is paced from the rate the path had before it
+        // (BBR keeps its bandwidth estimate across an RTO and sends at it once the path
+        // answers): a path that returns at that rate is measured by one train — a report
+        // slower than sent is the bottleneck, as fast is taken — instead of regrowing from
+        // the halvings' floor, several trains of seconds each.
+        let base = self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0));
+        let rate = gain * base;
         let n = self
             .config
             .filler_train_packets
@@ -747,7 +799,12 @@ impl RateControl {
             && now >= deadline
         {
             self.stats.stalls += 1;
-            let halved = 0.5 * self.bottleneck_bytes_per_s();
+            let before = self.bottleneck_bytes_per_s();
+            if self.calibrated && before > 0.0 {
+                // The first stall of an outage keeps the rate it started from.
+                self.collapsed_from.get_or_insert(before);
+            }
+            let halved = 0.5 * before;
             self.bw.reset(now, halved);
             // Time the next halving from now; regrow by STARTUP once the path answers.
             self.last_ack_at = Some(now);

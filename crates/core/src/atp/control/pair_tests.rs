@@ -47,6 +47,8 @@ struct Pair {
     bucket_wait: Option<Time>,
     /// Steps taken without time passing (a timer that never stops firing is a bug).
     same_instant: u64,
+    /// The bottleneck queue's bound, packets.
+    queue_packets: usize,
 }
 
 impl Pair {
@@ -84,7 +86,14 @@ impl Pair {
             bucket: None,
             bucket_wait: None,
             same_instant: 0,
+            queue_packets: QUEUE_PACKETS,
         }
+    }
+
+    /// Bounds the bottleneck queue at `packets` (the link emulator's `--queue-packets`).
+    fn with_queue(mut self, packets: usize) -> Pair {
+        self.queue_packets = packets;
+        self
     }
 
     /// Puts a token bucket of `burst` bytes in front of the link (a `tbf` shaper).
@@ -140,7 +149,7 @@ impl Pair {
     fn pump(&mut self) {
         let now = self.now;
         while let Some(d) = self.tx.poll_transmit(now) {
-            if self.queue.len() >= QUEUE_PACKETS {
+            if self.queue.len() >= self.queue_packets {
                 self.drops += 1;
             } else {
                 self.queue.push_back((now, d));
@@ -509,4 +518,45 @@ fn test_bulk_after_a_light_start_behind_a_token_bucket_converges() {
         "{:?}",
         pct(&waits, 0.95)
     );
+}
+
+/// Regression (the emulated synthetic trace's zero-rate stretch, `outage-emulated.sh`): the
+/// sender's direction carries nothing for 15 s while the return direction stays up, under a
+/// light application with deadlines (4 KB every 50 ms, 1 s timers, on a 200 KB/s link with the
+/// emulator's 50-packet queue). The estimate halves at every stall to nearly nothing, every
+/// message is then refused, and only filler trains can find the rate again: it is within
+/// 20 % of the link's rate within 2 s of the rate's return, and stays there; while the
+/// direction is dead the filler sends no more than a few trains a second.
+#[test]
+fn test_one_way_outage_is_recovered_within_two_seconds() {
+    let rate = 200.0 * 1024.0;
+    let (down, up) = (Time::from_secs(8), Time::from_secs(23));
+    let schedule = vec![(Time::ZERO, rate), (down, 0.0), (up, rate)];
+    let mut p = Pair::new(schedule, Duration::from_millis(2)).with_queue(50);
+    p.run_light(down, 4096, Duration::from_millis(50));
+    let before = p.tx.control().map(|c| c.stats()).unwrap_or_default();
+    p.run_light(up, 4096, Duration::from_millis(50));
+    let during = p.tx.control().map(|c| c.stats()).unwrap_or_default();
+    p.run_light(Time::from_secs(30), 4096, Duration::from_millis(50));
+    let low = p.estimate_at(up - Duration::from_millis(1));
+    let near = |e: f64| (e / rate - 1.0).abs() < 0.2;
+    let back = p
+        .estimates
+        .iter()
+        .find(|&&(t, e)| t >= up && near(e))
+        .map(|&(t, _)| t - up);
+    eprintln!(
+        "estimate at the return {:.1} kB/s; back within 20 % after {back:?}",
+        low / 1e3
+    );
+    assert!(low < 0.2 * rate, "the outage lowered the estimate: {low}");
+    let back = back.expect("the rate was found again");
+    assert!(back <= Duration::from_secs(2), "back after {back:?}");
+    for t in [up + Duration::from_secs(3), Time::from_secs(30)] {
+        let e = p.estimate_at(t);
+        assert!(near(e), "{t}: {:.1} kB/s", e / 1e3);
+    }
+    // Filler into the dead direction stays small: under 2 trains (16 datagrams) a second.
+    let packets = during.filler_packets - before.filler_packets;
+    assert!(packets <= 16 * 15, "{packets} filler datagrams in 15 s");
 }

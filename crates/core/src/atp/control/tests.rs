@@ -110,7 +110,6 @@ fn test_stalled_path_halves_the_estimate_per_period() {
 
 #[test]
 fn test_filler_train_verdicts() {
-    use crate::spp::wire::ProbeReport;
     let rtt = Duration::from_millis(10);
     let (mut c, now) = at_one_megabyte(rtt);
     assert!(c.wants_filler(now));
@@ -125,14 +124,8 @@ fn test_filler_train_verdicts() {
     let SppRepr::Probe(first) = sent[0].1.repr else {
         panic!("a probe")
     };
-    let size = sent[0].1.wire_len() as u32;
     // Arrived at 600 kB/s: the bottleneck (it left at 1.25 MB/s).
-    let report = ProbeReport {
-        probe_id: first.probe_id,
-        bytes: 7 * size,
-        gap_ns: (7.0 * f64::from(size) / 6e5 * 1e9) as u64,
-    };
-    c.on_report(t, &report);
+    c.on_report(t, &report_at(first.probe_id, 6e5));
     let e = c.estimate().expect("calibrated");
     assert!((e / 6e5 - 1.0).abs() < 0.01, "{e}");
     assert!(!c.wants_filler(t), "the next train waits an interval");
@@ -158,4 +151,62 @@ fn test_bunched_acknowledgements_do_not_inflate_the_estimate() {
     }
     let after = c.bottleneck_bytes_per_s();
     assert!(after <= 1.25 * 1.25 * before, "{before} -> {after}");
+}
+
+/// After an outage's stalls collapse the estimate, filler trains are spaced by at most
+/// `filler_outage_interval` (not a share of the collapsed estimate: a minute at the floor)
+/// and paced from the rate before the outage; a train's verdict ends it.
+#[test]
+fn test_collapsed_estimate_keeps_filler_trains_frequent_and_paced_from_before() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let full = c.bottleneck_bytes_per_s();
+    c.on_sent(now, u64::from(MTU));
+    c.set_in_flight(10);
+    let mut t = now;
+    for _ in 0..12 {
+        t = c.poll_timeout().expect("a stall check");
+        c.handle_timeout(t);
+    }
+    assert!(c.bottleneck_bytes_per_s() < full / 1000.0);
+    let outage = ControlConfig::default().filler_outage_interval;
+    // Two trains, each lost (no report): the next is due within the outage interval.
+    for _ in 0..2 {
+        let next = c.filler_due().expect("a train is due");
+        assert!(next <= t + outage, "{next} after {t}");
+        t = t.max(next);
+        assert!(c.poll_filler(t).is_some(), "a train");
+        assert!(c.pacing_rate() >= full, "{} < {full}", c.pacing_rate());
+        while c.poll_filler(t).is_some() {
+            t += Duration::from_micros(100);
+        }
+        t = c.poll_timeout().expect("the report is overdue");
+        c.handle_timeout(t);
+    }
+    // A report: the link is back at 600 kB/s.
+    let next = c.filler_due().expect("a train is due");
+    t = t.max(next);
+    let mut first = None;
+    while let Some(d) = c.poll_filler(t) {
+        first.get_or_insert(d);
+        t += Duration::from_micros(100);
+    }
+    let SppRepr::Probe(h) = first.expect("a train").repr else {
+        panic!("a probe")
+    };
+    c.on_report(t, &report_at(h.probe_id, 6e5));
+    let e = c.estimate().expect("calibrated");
+    assert!((e / 6e5 - 1.0).abs() < 0.01, "{e}");
+    assert_eq!(c.stats().filler_capacity_samples, 1);
+}
+
+/// The receiver's report of a whole 8-datagram train that arrived at `rate` bytes/s.
+fn report_at(probe_id: u32, rate: f64) -> ProbeReport {
+    let mut c = control();
+    let size = c.poll_filler(Time::ZERO).expect("a train").wire_len() as u32;
+    ProbeReport {
+        probe_id,
+        bytes: 7 * size,
+        gap_ns: (7.0 * f64::from(size) / rate * 1e9) as u64,
+    }
 }
