@@ -9,7 +9,8 @@
 #
 # TRANSPORT (default atp), WORKLOAD (uniform), RATE_KBYTES (200 KB/s: the trace's rate around
 # the stretch), START (8 s), GAP (15 s of zero rate), RUN_SECONDS (40), PEER_TIMEOUT (seconds a
-# silent peer is waited for, default 60; `default` keeps the runtime's 8 s) override.
+# silent peer is waited for, default 60; `default` keeps the runtime's 8 s), LINK_NAME (the
+# link's name, default emut2-outage-PID) override.
 # OUT (default out/nai-outage-emulated) receives send's report and per-second estimate, both
 # ends' logs, the link's per-second log, and outage.txt: per second, the estimate send
 # printed and the packets and bytes the link delivered each way.
@@ -30,7 +31,7 @@ rate=$((RATE_KBYTES * 1024))
 printf '0 %d\n%d 0\n%d %d\n' "$rate" "$START" $((START + GAP)) "$rate" >"$OUT/trace.piecewise"
 opt=()
 [ "$PEER_TIMEOUT" = default ] || opt=(--peer-timeout-s "$PEER_TIMEOUT")
-name="emut2-outage-$$"
+name="${LINK_NAME:-emut2-outage-$$}"
 "$ADAPTNET" link up "$name" --uplink-trace "$OUT/trace.piecewise" --trace-format piecewise \
   --downlink-mbps 4.997 --delay-ms 2 --queue-packets 50 --json >/dev/null
 cleanup() {
