@@ -26,7 +26,8 @@
 //! share one kernel timestamp whether the kernel splits them before the socket (GRO off) or
 //! the socket does (GRO on). Probes sent alone stay alone, with their own timestamps, and a
 //! 44-datagram run costs one trip through the receive path instead of 44 (a bulk transfer
-//! on loopback spent about half its kernel time splitting runs and queueing the pieces).
+//! on loopback spent about half its samples in the per-datagram receive path: EXPERIMENTS.md,
+//! "ATP's data path on loopback").
 //!
 //! The sender side never blocks the driver: when the socket's send buffer is full the unsent
 //! datagrams stay queued here ([`UdpIo::stalled`]), the driver keeps reading acknowledgements
