@@ -6,10 +6,10 @@
 //! super-packet, split into its packets) and offer each packet to its direction's link at the
 //! time it was read; advance both links to now and write every packet the model has
 //! delivered by now to the other device (with offloads in GRO batches), measuring how late it
-//! is; then sleep in `ppoll`
-//! until a device is readable or the earliest deadline (the links' `poll_timeout`, the next
-//! per-second report). The thread asks for 1 ns timer slack, so the kernel does not round its
-//! wake-ups up by the default 50 µs; within `spin` of a deadline it does not sleep at all.
+//! is; then sleep in `ppoll` until a device is readable or the earliest deadline (the links'
+//! `poll_timeout`, the next per-second report). The thread asks for 1 ns timer slack, so the
+//! kernel does not round its wake-ups up by the default 50 µs; within `spin` of a deadline it
+//! does not sleep at all.
 
 use crate::LinkEmuError;
 use crate::device_io::{Handed, Read, Reader, WRITE_BATCH, Writer};
@@ -323,8 +323,8 @@ struct Ctx {
     max_in_flight_packets: usize,
 }
 
-/// Reads from `side`'s device until it is empty or [`READ_BATCH`] packets came and offers each packet to `dir`'s
-/// link at the time it was read.
+/// Reads from `side`'s device until it is empty or [`READ_BATCH`] packets came, and offers
+/// each packet to `dir`'s link at the time it was read.
 fn ingest(
     ctx: &Ctx,
     dir: &mut Direction,

@@ -27,7 +27,7 @@
 //! both devices) a TCP burst or a `UDP_SEGMENT` send arrives as one super-packet that the
 //! emulator splits into the MTU-sized packets it stands for before the model sees them, and
 //! packets due together are written back through `tun-rs`'s GRO, consecutive segments of a
-//! flow as one super-packet ([`device_io`]). The measured gain is in `EXPERIMENTS.md`
+//! flow as one super-packet (`device_io`). The measured gain is in `EXPERIMENTS.md`
 //! (`adaptnet bench link`).
 //!
 //! # Exactness

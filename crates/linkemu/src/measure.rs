@@ -1,6 +1,7 @@
 //! Measurements over an emulated link that tests, `adaptnet bench link` and scripts share: a
-//! paced UDP sender (one datagram per send, or GSO bursts), a receiver that timestamps arrivals, and the comparison of a saturating
-//! flow's deliveries with the capacity the link model promises.
+//! paced UDP sender (one datagram per send, or GSO bursts), a receiver that timestamps
+//! arrivals, and the comparison of a saturating flow's deliveries with the capacity the link
+//! model promises.
 
 use adaptnet_core::Time;
 use adaptnet_sim::link::LinkConfig;
