@@ -4,6 +4,7 @@
 
 use crate::driver;
 use crate::error::{ConnectionError, ReadError, WriteError};
+use adaptnet_core::tcp::bytes::trim_when_empty;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -189,6 +190,7 @@ impl AsyncRead for StreamConn {
             buf.put_slice(a.get(..from_a).unwrap_or_default());
             buf.put_slice(b.get(..n - from_a).unwrap_or_default());
             s.rx.drain(..n);
+            trim_when_empty(&mut s.rx);
             drop(s);
             // Room was made: the driver reads on from core (and the window opens).
             self.0.driver.wake();

@@ -146,6 +146,13 @@ impl<A: Copy> Stream<A> {
         self.send.as_ref().map_or(0, |b| b.len() as u64)
     }
 
+    /// Bytes of storage the connection's byte buffers hold (see
+    /// [`Endpoint::storage_bytes`](super::Endpoint::storage_bytes)).
+    pub fn storage_bytes(&self) -> usize {
+        self.send.as_ref().map_or(0, SendBuffer::storage_bytes)
+            + self.recv.as_ref().map_or(0, ReceiveRing::storage_bytes)
+    }
+
     /// Delivered in-order bytes the application has not read yet.
     pub fn readable_bytes(&self) -> u64 {
         self.conn.as_ref().map_or(0, Connection::bytes_unread)
