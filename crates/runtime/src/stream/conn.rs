@@ -4,7 +4,6 @@
 
 use crate::driver;
 use crate::error::{ConnectionError, ReadError, WriteError};
-use adaptnet_core::tcp::bytes::trim_when_empty;
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
@@ -97,6 +96,9 @@ pub(super) struct Port {
     end: watch::Sender<Option<ConnectionError>>,
     /// The application's handles are all gone.
     pub(super) dropped: bool,
+    /// When the stream's emptied buffers give their storage back, if bytes stop moving
+    /// (see the driver's `QUIET_BEFORE_TRIM`).
+    pub(super) trim_at: Option<adaptnet_core::Time>,
 }
 
 impl Port {
@@ -118,6 +120,7 @@ impl Port {
             buffers: buffers.clone(),
             end: end_tx,
             dropped: false,
+            trim_at: None,
         };
         let conn = StreamConn(Arc::new(ConnInner {
             id,
@@ -190,7 +193,6 @@ impl AsyncRead for StreamConn {
             buf.put_slice(a.get(..from_a).unwrap_or_default());
             buf.put_slice(b.get(..n - from_a).unwrap_or_default());
             s.rx.drain(..n);
-            trim_when_empty(&mut s.rx);
             drop(s);
             // Room was made: the driver reads on from core (and the window opens).
             self.0.driver.wake();

@@ -203,9 +203,9 @@ pub struct StreamStats {
     /// Streams open now (allocated state).
     pub open_streams: u64,
     /// Bytes of storage the streams' byte buffers hold now (written and not yet
-    /// acknowledged, received and not yet read, reassembly): it follows what is buffered,
-    /// and an idle stream holds at most
-    /// [`KEEP_WHEN_EMPTY_BYTES`](adaptnet_core::tcp::bytes::KEEP_WHEN_EMPTY_BYTES) per queue.
+    /// acknowledged, received and not yet read, reassembly): while bytes flow, the most they
+    /// held lately; once a stream's bytes have stood still for 100 ms, what it buffers (an
+    /// idle stream with nothing buffered holds nothing).
     pub buffer_storage_bytes: u64,
     /// Datagrams dropped by [`StreamOptions::drop_every_nth_sent`].
     pub injected_drops: u64,

@@ -648,11 +648,20 @@ impl<A: EndpointAddr> Endpoint<A> {
     }
 
     /// Bytes of storage the connections' byte buffers hold (sent and unacknowledged,
-    /// received and unread or out of order): what carrying bytes costs in memory now. It
-    /// follows what is buffered — an idle connection holds at most
-    /// [`KEEP_WHEN_EMPTY_BYTES`](super::bytes::KEEP_WHEN_EMPTY_BYTES) per direction.
+    /// received and unread or out of order): what carrying bytes costs in memory now. After
+    /// [`Endpoint::trim_storage`], a connection with nothing buffered holds at most
+    /// [`KEEP_WHEN_EMPTY_BYTES`](super::bytes::KEEP_WHEN_EMPTY_BYTES) (none) per direction.
     pub fn storage_bytes(&self) -> usize {
         self.streams.values().map(Stream::storage_bytes).sum()
+    }
+
+    /// Gives back the storage of connection `h`'s emptied byte buffers (they keep their
+    /// largest size while bytes flow, so a busy flow does not reallocate at every read):
+    /// call it when the connection has gone quiet. Nothing else changes.
+    pub fn trim_storage(&mut self, h: ConnectionHandle) {
+        if let Some(s) = self.streams.get_mut(&h) {
+            s.trim_storage();
+        }
     }
 
     /// After an input to connection `h`: free acknowledged bytes, turn its events into the
