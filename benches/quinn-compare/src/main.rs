@@ -5,9 +5,13 @@
 //! `adaptnet_testbed::loopback`, the workloads `adaptnet bench loopback` runs. Reports Gbit/s,
 //! CPU seconds per GB (user + system of the whole process) and the ratio to kernel TCP.
 //!
-//! Run: `cargo run --release --manifest-path benches/quinn-compare/Cargo.toml [-- MB]`
-//! (default 256 MB per transport). Not part of the workspace: quinn and rustls are heavy to
-//! build and nothing else needs them.
+//! With several runs (`-- MB RUNS`) the transports take turns run after run, and a summary
+//! gives each transport's min / median / max Gbit/s, its median CPU s/GB and its median
+//! context switches (voluntary + involuntary, of the whole process) per GB.
+//!
+//! Run: `cargo run --release --manifest-path benches/quinn-compare/Cargo.toml [-- MB [RUNS]]`
+//! (default 256 MB per transport, one run). Not part of the workspace: quinn and rustls are
+//! heavy to build and nothing else needs them.
 
 use adaptnet_testbed::loopback::{self, CHUNK_BYTES, Measure};
 use anyhow::{Context, Result};
@@ -53,31 +57,88 @@ async fn quinn_transfer(total: usize) -> Result<u64> {
     Ok(bytes)
 }
 
+/// Context switches (voluntary + involuntary) this process has made so far.
+fn context_switches() -> u64 {
+    // SAFETY: getrusage fills the struct it is given; all-zero is a valid `rusage`.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF with a valid pointer.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) };
+    u64::try_from(u.ru_nvcsw).unwrap_or(0) + u64::try_from(u.ru_nivcsw).unwrap_or(0)
+}
+
+/// One transport's run and the context switches it cost.
+async fn switches<F>(run: F) -> Result<(Measure, u64)>
+where
+    F: Future<Output = Result<Measure>>,
+{
+    let before = context_switches();
+    let m = run.await?;
+    Ok((m, context_switches().saturating_sub(before)))
+}
+
+/// The middle value (the upper one of an even count).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<()> {
     let mb: usize = std::env::args().nth(1).map_or(Ok(256), |s| s.parse())?;
+    let runs: usize = std::env::args().nth(2).map_or(Ok(1), |s| s.parse())?;
     let total = mb << 20;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rows: Vec<Measure> = vec![
-        loopback::kernel_tcp(total).await?,
-        loopback::measure("quinn (QUIC)", quinn_bulk(total)).await?,
-        loopback::atp(total).await?,
-        loopback::stream(total).await?,
-    ];
-    let base = rows[0].gbit_per_s();
-    println!(
-        "{:<32} {:>6} {:>8} {:>9} {:>14}",
-        "transport", "MB", "Gbit/s", "CPU s/GB", "vs kernel TCP"
-    );
-    for r in &rows {
+    let mut all: Vec<Vec<(Measure, u64)>> = Vec::new();
+    for run in 1..=runs {
+        let rows = vec![
+            switches(async { Ok(loopback::kernel_tcp(total).await?) }).await?,
+            switches(loopback::measure("quinn (QUIC)", quinn_bulk(total))).await?,
+            switches(async { Ok(loopback::atp(total).await?) }).await?,
+            switches(async { Ok(loopback::stream(total).await?) }).await?,
+        ];
+        let base = rows[0].0.gbit_per_s();
         println!(
-            "{:<32} {:>6} {:>8.3} {:>9.2} {:>14.3}",
-            r.name,
-            r.bytes >> 20,
-            r.gbit_per_s(),
-            r.cpu_s_per_gb(),
-            r.gbit_per_s() / base
+            "run {run}: {:<32} {:>6} {:>8} {:>9} {:>12} {:>14}",
+            "transport", "MB", "Gbit/s", "CPU s/GB", "ctx sw/GB", "vs kernel TCP"
         );
+        for (r, cs) in &rows {
+            println!(
+                "run {run}: {:<32} {:>6} {:>8.3} {:>9.2} {:>12.0} {:>14.3}",
+                r.name,
+                r.bytes >> 20,
+                r.gbit_per_s(),
+                r.cpu_s_per_gb(),
+                *cs as f64 / (r.bytes as f64 / 1e9).max(1e-9),
+                r.gbit_per_s() / base
+            );
+        }
+        all.push(rows);
+    }
+    if runs > 1 {
+        println!(
+            "\n{runs} runs: {:<32} {:>8} {:>8} {:>8} {:>9} {:>12}",
+            "transport", "min", "median", "max", "CPU s/GB", "ctx sw/GB"
+        );
+        for i in 0..all.first().map_or(0, Vec::len) {
+            let gbit: Vec<f64> = all.iter().map(|r| r[i].0.gbit_per_s()).collect();
+            let cpu: Vec<f64> = all.iter().map(|r| r[i].0.cpu_s_per_gb()).collect();
+            let cs: Vec<f64> = all
+                .iter()
+                .map(|r| r[i].1 as f64 / (r[i].0.bytes as f64 / 1e9).max(1e-9))
+                .collect();
+            let (min, max) = gbit
+                .iter()
+                .fold((f64::INFINITY, 0.0f64), |(a, b), &g| (a.min(g), b.max(g)));
+            println!(
+                "{runs} runs: {:<32} {:>8.3} {:>8.3} {:>8.3} {:>9.2} {:>12.0}",
+                all[0][i].0.name,
+                min,
+                median(gbit),
+                max,
+                median(cpu),
+                median(cs)
+            );
+        }
     }
     Ok(())
 }

@@ -46,6 +46,11 @@ enum Command {
         /// Seconds after which a connection that sent nothing is closed (every listener).
         #[arg(long, default_value_t = 60.0)]
         idle_timeout_s: f64,
+        /// Seconds a peer may leave a connection unanswered before it ends as dead (ATP's
+        /// silent timeout, kernel TCP's `TCP_USER_TIMEOUT`; default: the runtime's 8 s).
+        /// Raise it above the longest outage to ride out (a trace's zero-rate stretch).
+        #[arg(long)]
+        peer_timeout_s: Option<f64>,
     },
     /// Bulk throughput to an `adaptnet serve` (iperf3-shaped): per-second table, per-flow
     /// summary, Jain's index across flows.
@@ -104,6 +109,10 @@ enum Command {
         /// name the kernel has). Default: the host's.
         #[arg(long)]
         congestion: Option<String>,
+        /// Seconds the server may leave the connection unanswered before it ends as dead
+        /// (as `serve --peer-timeout-s`; default: the runtime's 8 s).
+        #[arg(long)]
+        peer_timeout_s: Option<f64>,
     },
     /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
     Sim {
@@ -236,16 +245,20 @@ fn main() -> ExitCode {
             json,
             max_connections,
             idle_timeout_s,
+            peer_timeout_s,
         } => seconds(time).and_then(|d| {
             let idle_timeout = seconds(Some(idle_timeout_s))
                 .map_err(|_| anyhow::anyhow!("--idle-timeout-s must be in (0, 86400]"))?
                 .unwrap_or_default();
+            let peer_timeout = seconds(peer_timeout_s)
+                .map_err(|_| anyhow::anyhow!("--peer-timeout-s must be in (0, 86400]"))?;
             commands::serve::serve(&commands::serve::ServeArgs {
                 listen,
                 duration: d,
                 json,
                 max_connections,
                 idle_timeout,
+                peer_timeout,
             })
         }),
         Command::Bulk {
@@ -277,10 +290,14 @@ fn main() -> ExitCode {
             out,
             experiments,
             congestion,
+            peer_timeout_s,
         } => seconds(Some(time)).and_then(|d| {
             let experiments = commands::experiments_dir(experiments.as_deref());
+            let peer_timeout = seconds(peer_timeout_s)
+                .map_err(|_| anyhow::anyhow!("--peer-timeout-s must be in (0, 86400]"))?;
             commands::real::send(&commands::real::SendArgs {
                 to: &to,
+                peer_timeout,
                 congestion: congestion.as_deref(),
                 workload: &workload,
                 transport,

@@ -29,6 +29,9 @@
 //! - [`wire`]: shared helpers for checked wire parsing; [`convert`]: saturating narrowing.
 
 #![deny(missing_docs)]
+// No unsafe code: the fuzz targets (which parse outside input with this crate) then run
+// without a memory sanitizer, and panics are what they look for.
+#![forbid(unsafe_code)]
 // Core faces the network: no panics and no silent truncation outside tests.
 #![cfg_attr(
     not(test),

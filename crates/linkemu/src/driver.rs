@@ -1,17 +1,20 @@
 //! The model driver: one thread moves packets between the two TUN devices through two
 //! [`Link`]s (uplink and downlink), passing in the time since the link came up.
 //!
-//! Each turn of the loop: read what the devices hold (at most [`READ_BATCH`] packets per
-//! device, so neither direction starves the other) and offer each packet to its direction's
-//! link at the time it was read; advance both links to now and write every packet the model
-//! has delivered by now to the other device, measuring how late it is; then sleep in `ppoll`
-//! until a device is readable or the earliest deadline (the links' `poll_timeout`, the next
-//! per-second report). The thread asks for 1 ns timer slack, so the kernel does not round its
-//! wake-ups up by the default 50 µs; within `spin` of a deadline it does not sleep at all.
+//! Each turn of the loop: read what the devices hold (about [`READ_BATCH`] packets per
+//! device, so neither direction starves the other; with offloads a read brings a whole GSO
+//! super-packet, split into its packets) and offer each packet to its direction's link at the
+//! time it was read; advance both links to now and write every packet the model has
+//! delivered by now to the other device (with offloads in GRO batches), measuring how late it
+//! is; then sleep in `ppoll` until a device is readable or the earliest deadline (the links'
+//! `poll_timeout`, the next per-second report). The thread asks for 1 ns timer slack, so the
+//! kernel does not round its wake-ups up by the default 50 µs; within `spin` of a deadline it
+//! does not sleep at all.
 
 use crate::LinkEmuError;
+use crate::device_io::{Handed, Read, Reader, WRITE_BATCH, Writer};
 use crate::lateness::Lateness;
-use crate::packet::IpPacket;
+use crate::packet::{HEADROOM, IpPacket};
 use crate::schedule_log::{Fate, ScheduleLog};
 use crate::stats::{DirectionReport, DirectionSecond, LinkReport, SecondStats};
 use adaptnet_core::Time;
@@ -24,15 +27,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
-/// Packets read from one device per turn of the loop.
+/// Packets read from one device per turn of the loop, at least (a read brings one packet,
+/// or with offloads one super-packet of up to 64 KiB, which is read whole): what is read
+/// waits for the turn's writes, so this bounds how late a busy link's packets get.
 pub(crate) const READ_BATCH: usize = 64;
 /// Longest sleep, so a stop request is seen within this long.
 const MAX_SLEEP: Duration = Duration::from_millis(50);
 /// SCHED_FIFO priority of the driver thread when it runs in real time (1-99): low, below the
 /// kernel's threaded interrupt handlers (50), above every ordinary thread.
 const REALTIME_PRIORITY: libc::c_int = 10;
-/// Read buffer: the largest packet a TUN device hands over without GSO.
-const READ_BUF_BYTES: usize = 65_536;
 
 /// One side's device and its capture.
 pub(crate) struct Side {
@@ -49,6 +52,8 @@ pub(crate) struct Direction {
     in_flight: usize,
     overload: u64,
     write_errors: u64,
+    unsplittable: u64,
+    reads: u64,
     lateness: Lateness,
     second_lateness: Lateness,
     /// The model's counters and our own at the last report.
@@ -64,6 +69,8 @@ impl Direction {
             in_flight: 0,
             overload: 0,
             write_errors: 0,
+            unsplittable: 0,
+            reads: 0,
             lateness: Lateness::new(bound),
             second_lateness: Lateness::new(bound),
             last: (LinkStats::default(), 0),
@@ -80,6 +87,8 @@ pub(crate) struct Driver {
     pub stats: SyncSender<SecondStats>,
     pub log: Option<ScheduleLog>,
     pub max_in_flight_packets: usize,
+    /// The devices' MTU: the size of the read buffers.
+    pub mtu: u16,
     pub spin: Duration,
     pub stats_dropped: u64,
     /// Wall-clock time (since 1970) when the link came up: captures carry real timestamps.
@@ -158,7 +167,8 @@ impl Driver {
             // SAFETY: sched_setscheduler on this thread (tid 0) with a valid parameter.
             self.realtime = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } == 0;
         }
-        let mut buf = vec![0u8; READ_BUF_BYTES];
+        let mut reader = Reader::new(self.mtu);
+        let mut writer = Writer::default();
         let mut next_report = Time::from_secs(1);
         while !self.stop.load(Ordering::Relaxed) {
             {
@@ -169,10 +179,10 @@ impl Driver {
                 };
                 let [emulated, far] = &mut self.sides;
                 let [up, down] = &mut self.dirs;
-                ingest(&ctx, up, emulated, &mut self.log, &mut buf)?;
-                ingest(&ctx, down, far, &mut self.log, &mut buf)?;
-                release(&ctx, up, far, &mut self.log)?;
-                release(&ctx, down, emulated, &mut self.log)?;
+                ingest(&ctx, up, emulated, &mut self.log, &mut reader)?;
+                ingest(&ctx, down, far, &mut self.log, &mut reader)?;
+                release(&ctx, up, far, &mut writer, &mut self.log)?;
+                release(&ctx, down, emulated, &mut writer, &mut self.log)?;
             }
             let now = since(self.start);
             if now >= next_report {
@@ -290,6 +300,8 @@ impl Driver {
             link: *d.link.stats(),
             dropped_overload: d.overload,
             write_errors: d.write_errors,
+            unsplittable: d.unsplittable,
+            reads: d.reads,
             ingress_dropped: 0,
             lateness: d.lateness.summary(),
         };
@@ -299,6 +311,7 @@ impl Driver {
             downlink: dir(&self.dirs[1]),
             stats_dropped: self.stats_dropped,
             realtime: self.realtime,
+            offload: self.sides.iter().all(|s| s.dev.tcp_gso()),
         })
     }
 }
@@ -310,19 +323,25 @@ struct Ctx {
     max_in_flight_packets: usize,
 }
 
-/// Reads up to a batch from `side`'s device and offers it to `dir`'s link.
+/// Reads from `side`'s device until it is empty or [`READ_BATCH`] packets came, and offers
+/// each packet to `dir`'s link at the time it was read.
 fn ingest(
     ctx: &Ctx,
     dir: &mut Direction,
     side: &mut Side,
     log: &mut Option<ScheduleLog>,
-    buf: &mut [u8],
+    reader: &mut Reader,
 ) -> Result<(), LinkEmuError> {
-    for _ in 0..READ_BATCH {
-        let n = match side.dev.recv(buf) {
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+    let mut got = 0;
+    while got < READ_BATCH {
+        let n = match reader.read(&side.dev) {
+            Ok(Read::Empty) => break,
+            Ok(Read::Unsplittable) => {
+                dir.unsplittable += 1;
+                got += 1;
+                continue;
+            }
+            Ok(Read::Packets(n)) => n,
             Err(source) => {
                 return Err(LinkEmuError::Read {
                     dev: side.name.clone(),
@@ -330,50 +349,65 @@ fn ingest(
                 });
             }
         };
-        let Some(bytes) = buf.get(..n) else { break };
+        got += n.max(1);
+        dir.reads += 1;
+        // The packets of one super-packet were handed over together: all are offered now.
         let now = since(ctx.start);
-        if let Some(p) = side.pcap.as_mut() {
-            p.record(ctx.pcap_epoch + since_zero(now), bytes)
-                .map_err(|e| pcap_err(side, e))?;
+        for i in 0..n {
+            let bytes = reader.packet(i);
+            if let Some(p) = side.pcap.as_mut() {
+                p.record(ctx.pcap_epoch + since_zero(now), bytes)
+                    .map_err(|e| pcap_err(side, e))?;
+            }
+            offer(ctx, dir, log, IpPacket::new(bytes, dir.next_id, now))?;
+            dir.next_id += 1;
         }
-        let packet = IpPacket {
-            bytes: bytes.to_vec(),
-            id: dir.next_id,
-            offered: now,
-        };
-        dir.next_id += 1;
-        if dir.in_flight >= ctx.max_in_flight_packets {
-            dir.overload += 1;
+    }
+    Ok(())
+}
+
+/// Offers one packet read at `packet.offered` to `dir`'s link.
+fn offer(
+    ctx: &Ctx,
+    dir: &mut Direction,
+    log: &mut Option<ScheduleLog>,
+    packet: IpPacket,
+) -> Result<(), LinkEmuError> {
+    let now = packet.offered;
+    if dir.in_flight >= ctx.max_in_flight_packets {
+        dir.overload += 1;
+        if let Some(log) = log.as_mut() {
+            let fate = Fate::Dropped {
+                why: "overload",
+                at: now,
+            };
+            log.write(dir.name, packet.id, now, packet.bytes().len(), fate)?;
+        }
+        return Ok(());
+    }
+    match dir.link.enqueue(now, packet) {
+        Ok(()) => dir.in_flight += 1,
+        Err((p, why)) => {
             if let Some(log) = log.as_mut() {
                 let fate = Fate::Dropped {
-                    why: "overload",
+                    why: reason(why),
                     at: now,
                 };
-                log.write(dir.name, packet.id, now, n, fate)?;
-            }
-            continue;
-        }
-        match dir.link.enqueue(now, packet) {
-            Ok(()) => dir.in_flight += 1,
-            Err((p, why)) => {
-                if let Some(log) = log.as_mut() {
-                    let fate = Fate::Dropped {
-                        why: reason(why),
-                        at: now,
-                    };
-                    log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
-                }
+                log.write(dir.name, p.id, p.offered, p.bytes().len(), fate)?;
             }
         }
     }
     Ok(())
 }
 
-/// Advances `dir`'s link to now and hands what it delivered to `to`'s device.
+/// Advances `dir`'s link to now and hands what it delivered to `to`'s device: in batches of
+/// up to [`WRITE_BATCH`] packets when the device takes offloads (so GRO can coalesce them),
+/// else one `write(2)` per packet.
 fn release(
     ctx: &Ctx,
     dir: &mut Direction,
     to: &mut Side,
+    writer: &mut Writer,
     log: &mut Option<ScheduleLog>,
 ) -> Result<(), LinkEmuError> {
     let now = since(ctx.start);
@@ -385,30 +419,61 @@ fn release(
                 why: reason(why),
                 at: now,
             };
-            log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+            log.write(dir.name, p.id, p.offered, p.bytes().len(), fate)?;
         }
     }
-    while let Some((model, p)) = dir.link.poll_arrival(now) {
-        dir.in_flight = dir.in_flight.saturating_sub(1);
-        // The hand-over time is taken before the write: the kernel may process the packet
-        // (and whatever it provokes) inside write(2), which is not the link's delay.
-        let actual = since(ctx.start);
-        if to.dev.send(&p.bytes).is_err() {
-            dir.write_errors += 1;
+    let batch_max = if to.dev.tcp_gso() { WRITE_BATCH } else { 1 };
+    loop {
+        while writer.batch.len() < batch_max {
+            let Some((model, p)) = dir.link.poll_arrival(now) else {
+                break;
+            };
+            dir.in_flight = dir.in_flight.saturating_sub(1);
+            writer.handed.push(Handed {
+                model,
+                id: p.id,
+                offered: p.offered,
+                len: p.bytes().len(),
+            });
+            writer.batch.push(p.into_buf());
         }
-        let late = actual.as_nanos().saturating_sub(model.as_nanos());
-        dir.lateness.record(late);
-        dir.second_lateness.record(late);
+        let n = writer.batch.len();
+        if n == 0 {
+            return Ok(());
+        }
+        // A packet written alone is handed over when its write(2) starts: the kernel may
+        // process it (and whatever it provokes) inside the call, which is not the link's
+        // delay. Of a batch it is not known which write carries which packet (GRO merges
+        // them), so all are counted as handed over when the last write returned: never
+        // earlier than they were.
+        let before = since(ctx.start);
         if let Some(pcap) = to.pcap.as_mut() {
-            pcap.record(ctx.pcap_epoch + since_zero(actual), &p.bytes)
-                .map_err(|e| pcap_err(to, e))?;
+            let at = ctx.pcap_epoch + since_zero(before);
+            for b in &writer.batch {
+                pcap.record(at, b.get(HEADROOM..).unwrap_or(&[]))
+                    .map_err(|source| LinkEmuError::File {
+                        path: format!("capture of {}", to.name),
+                        source,
+                    })?;
+            }
         }
-        if let Some(log) = log.as_mut() {
-            let fate = Fate::Delivered { model, actual };
-            log.write(dir.name, p.id, p.offered, p.bytes.len(), fate)?;
+        if !writer.hand_over(&to.dev) {
+            dir.write_errors += n as u64;
+        }
+        let actual = if n == 1 { before } else { since(ctx.start) };
+        for h in writer.handed.drain(..) {
+            let late = actual.as_nanos().saturating_sub(h.model.as_nanos());
+            dir.lateness.record(late);
+            dir.second_lateness.record(late);
+            if let Some(log) = log.as_mut() {
+                let fate = Fate::Delivered {
+                    model: h.model,
+                    actual,
+                };
+                log.write(dir.name, h.id, h.offered, h.len, fate)?;
+            }
         }
     }
-    Ok(())
 }
 
 fn reason(why: DropReason) -> &'static str {

@@ -66,6 +66,12 @@ pub struct EmulatorOptions {
     /// Run the emulator thread with real-time (SCHED_FIFO) priority when allowed, so other
     /// work on the machine does not delay its wake-ups.
     pub realtime: bool,
+    /// Open both devices with offloads (`IFF_VNET_HDR`, TSO and USO): the kernel hands over
+    /// TCP and `UDP_SEGMENT` bursts as one super-packet per read, which the emulator splits
+    /// into MTU-sized packets for the model, and packets due together are written as GRO
+    /// batches. The model sees the same packets either way; off, each packet costs one
+    /// `read(2)` and one `write(2)`.
+    pub offload: bool,
 }
 
 impl Default for EmulatorOptions {
@@ -81,6 +87,7 @@ impl Default for EmulatorOptions {
             max_in_flight_packets: 100_000,
             spin: Duration::from_micros(100),
             realtime: true,
+            offload: true,
         }
     }
 }
@@ -152,7 +159,9 @@ impl EmulatedLink {
         let emulated_ip = Ipv4Addr::new(10, 250, subnet, 2);
         let far_ip = Ipv4Addr::new(10, 250, subnet, 1);
         let mtu = opts.mtu_bytes;
-        let emu_dev = emulated.run(move || netns::open_tun(EMULATED_DEV, mtu, emulated_ip))??;
+        let offload = opts.offload;
+        let emu_dev =
+            emulated.run(move || netns::open_tun(EMULATED_DEV, mtu, emulated_ip, offload))??;
         netns::run(
             "ip",
             &["-n", &name, "route", "add", "default", "dev", EMULATED_DEV],
@@ -164,9 +173,9 @@ impl EmulatedLink {
         let far_dev = match &far {
             Some(ns) => {
                 let dev = far_dev_name.clone();
-                ns.run(move || netns::open_tun(&dev, mtu, far_ip))??
+                ns.run(move || netns::open_tun(&dev, mtu, far_ip, offload))??
             }
-            None => netns::open_tun(&far_dev_name, mtu, far_ip)?,
+            None => netns::open_tun(&far_dev_name, mtu, far_ip, offload)?,
         };
         let capture = |file: &str| -> Result<Option<PcapStream<_>>, LinkEmuError> {
             let Some(dir) = &opts.capture_dir else {
@@ -226,6 +235,7 @@ impl EmulatedLink {
             stats: tx,
             log,
             max_in_flight_packets: opts.max_in_flight_packets,
+            mtu,
             spin: opts.spin,
             stats_dropped: 0,
             pcap_epoch,

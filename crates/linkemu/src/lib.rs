@@ -16,11 +16,19 @@
 //! the model (and be delayed or lost by it), no MAC addresses, and nothing else in the kernel
 //! sees the packets on the way (a veth end read with `AF_PACKET` is still an interface the
 //! host stack receives on, so its packets must be hidden from it with a namespace and
-//! filters). Without `IFF_VNET_HDR` the kernel segments TSO/GSO bursts before the device, so
-//! every packet the model serialises is one MTU-sized packet on the wire, as in the simulator
-//! and in Mahimahi (whose shells are built the same way). The price is one `read(2)` and one
-//! `write(2)` per packet; the measured cost is in `EXPERIMENTS.md` (`adaptnet bench link`).
-//! Devices are made with the `tun-rs` crate.
+//! filters). Devices are made with the `tun-rs` crate.
+//!
+//! # Offloads: many packets per system call
+//!
+//! Every packet the model serialises is one MTU-sized IP packet, as in the simulator and in
+//! Mahimahi (whose shells are built the same way). Without offloads the kernel segments
+//! TSO/GSO bursts before the device, and each packet costs one `read(2)` and one `write(2)`.
+//! With offloads (`EmulatorOptions::offload`, the default: `IFF_VNET_HDR` and TSO/USO on
+//! both devices) a TCP burst or a `UDP_SEGMENT` send arrives as one super-packet that the
+//! emulator splits into the MTU-sized packets it stands for before the model sees them, and
+//! packets due together are written back through `tun-rs`'s GRO, consecutive segments of a
+//! flow as one super-packet (`device_io`). The measured gain is in `EXPERIMENTS.md`
+//! (`adaptnet bench link`).
 //!
 //! # Exactness
 //!
@@ -37,7 +45,8 @@
 //! - [`netns`]: namespaces and TUN devices;
 //! - [`stats`]: per-second and final reports; [`lateness`]: the lateness histogram;
 //! - [`measure`]: paced UDP, arrival times, a saturating flow against the model's capacity;
-//! - `driver`: the model driver loop; `schedule_log`: the per-packet CSV log.
+//! - `driver`: the model driver loop; `device_io`: batched reads and writes on the devices;
+//!   `schedule_log`: the per-packet CSV log.
 
 #![deny(missing_docs)]
 #![cfg_attr(
@@ -45,6 +54,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)
 )]
 
+mod device_io;
 mod driver;
 pub mod emulator;
 mod error;

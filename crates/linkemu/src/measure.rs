@@ -1,6 +1,7 @@
 //! Measurements over an emulated link that tests, `adaptnet bench link` and scripts share: a
-//! paced UDP sender, a receiver that timestamps arrivals, and the comparison of a saturating
-//! flow's deliveries with the capacity the link model promises.
+//! paced UDP sender (one datagram per send, or GSO bursts), a receiver that timestamps
+//! arrivals, and the comparison of a saturating flow's deliveries with the capacity the link
+//! model promises.
 
 use adaptnet_core::Time;
 use adaptnet_sim::link::LinkConfig;
@@ -39,6 +40,64 @@ pub fn paced_udp(
         std::thread::sleep(Duration::from_micros(200));
     }
     sent
+}
+
+/// `UDP_SEGMENT` (linux/udp.h): the socket option that makes one send a GSO burst of
+/// datagrams of the given size.
+const UDP_SEGMENT: libc::c_int = 103;
+/// Most datagrams of one GSO send: 44 × 1472 bytes fills the 64-KiB limit of one UDP send.
+pub const MAX_GSO_DATAGRAMS: usize = 44;
+
+/// As [`paced_udp`], but in GSO bursts (`UDP_SEGMENT`): whenever `burst` datagrams of
+/// `payload` bytes are due (1 to [`MAX_GSO_DATAGRAMS`], and at most 64 KiB), one send carries
+/// them, and the kernel hands them to a device that takes UDP segmentation offload (USO) as
+/// one super-packet (and splits them before any other). Returns the datagrams sent; fails if
+/// the socket refuses `UDP_SEGMENT` or the burst does not fit one send.
+pub fn paced_udp_gso(
+    socket: &UdpSocket,
+    to: SocketAddr,
+    rate_bps: f64,
+    payload: usize,
+    burst: usize,
+    duration: Duration,
+) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    if burst == 0 || burst > MAX_GSO_DATAGRAMS || payload * burst > 65_507 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{burst} datagrams of {payload} bytes do not fit one UDP_SEGMENT send"),
+        ));
+    }
+    let size = libc::c_int::try_from(payload).map_err(std::io::Error::other)?;
+    // SAFETY: setsockopt on an open socket with a pointer to a c_int and its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_UDP,
+            UDP_SEGMENT,
+            std::ptr::from_ref(&size).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let wire_bits = ((payload + 28) * 8) as f64;
+    let per_s = rate_bps / wire_bits;
+    let buf = vec![0xa5u8; payload * burst];
+    let t0 = Instant::now();
+    let mut sent = 0u64;
+    while t0.elapsed() < duration {
+        let due = (t0.elapsed().as_secs_f64() * per_s) as u64;
+        while sent + burst as u64 <= due {
+            if socket.send_to(&buf, to).is_err() {
+                // Socket buffer full: these datagrams are not sent; keep the pace.
+            }
+            sent += burst as u64;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    Ok(sent)
 }
 
 /// Receives datagrams until `duration` has passed since `since`, recording each arrival's

@@ -198,10 +198,16 @@ impl<T> InsideThread<T> {
 }
 
 /// Creates TUN device `dev` (no packet information header, `mtu`, address `addr/24`, up) in
-/// the calling thread's namespace. IPv6 is switched off on it before it comes up: the link is
+/// the calling thread's namespace, with offloads (`IFF_VNET_HDR`, TSO, USO where the kernel
+/// has it) if `offload`. IPv6 is switched off on it before it comes up: the link is
 /// IPv4, and the kernel's own IPv6 chatter (router solicitations, MLD reports) would otherwise
 /// cross the emulated link at random times.
-pub fn open_tun(dev: &str, mtu: u16, addr: Ipv4Addr) -> Result<tun_rs::SyncDevice, LinkEmuError> {
+pub fn open_tun(
+    dev: &str,
+    mtu: u16,
+    addr: Ipv4Addr,
+    offload: bool,
+) -> Result<tun_rs::SyncDevice, LinkEmuError> {
     let err = |source| LinkEmuError::Tun {
         dev: dev.to_string(),
         source,
@@ -211,6 +217,7 @@ pub fn open_tun(dev: &str, mtu: u16, addr: Ipv4Addr) -> Result<tun_rs::SyncDevic
         .mtu(mtu)
         .ipv4(addr, 24u8, None)
         .packet_information(false)
+        .offload(offload)
         .enable(false)
         .build_sync()
         .map_err(err)?;

@@ -52,6 +52,12 @@ pub struct DirectionReport {
     /// Packets the kernel dropped before the emulator could read them (the ingress device's
     /// queue was full): the emulator fell behind. Not seen by the model.
     pub ingress_dropped: u64,
+    /// Super-packets (with offloads) that could not be split into packets, dropped unseen
+    /// by the model.
+    pub unsplittable: u64,
+    /// `read(2)`s that brought packets: one per packet without offloads, one per GSO
+    /// super-packet with them (`link.offered_packets / reads` packets per read).
+    pub reads: u64,
     /// How late packets were handed over.
     pub lateness: LatenessSummary,
 }
@@ -69,4 +75,7 @@ pub struct LinkReport {
     pub stats_dropped: u64,
     /// Whether the emulator thread ran with real-time (SCHED_FIFO) priority.
     pub realtime: bool,
+    /// Whether both devices ran with offloads (GSO super-packets read and split, GRO
+    /// batches written).
+    pub offload: bool,
 }

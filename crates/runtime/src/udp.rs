@@ -20,6 +20,15 @@
 //! ([`UdpIo::new`]), and per datagram the protocol's ([`Datagram::coalesce`]): ATP's core
 //! marks DATA as coalescable and its probes not.
 //!
+//! Except on loopback, where a caller may turn receive GRO back on
+//! ([`UdpIo::gro_on_loopback`]): the loopback device has no GRO stage, so the only
+//! datagrams the socket receives merged are those that were sent as one GSO run — which
+//! share one kernel timestamp whether the kernel splits them before the socket (GRO off) or
+//! the socket does (GRO on). Probes sent alone stay alone, with their own timestamps, and a
+//! 44-datagram run costs one trip through the receive path instead of 44 (a bulk transfer
+//! on loopback spent about half its samples in the per-datagram receive path: EXPERIMENTS.md,
+//! "ATP's data path on loopback").
+//!
 //! The sender side never blocks the driver: when the socket's send buffer is full the unsent
 //! datagrams stay queued here ([`UdpIo::stalled`]), the driver keeps reading acknowledgements
 //! and waits for [`UdpIo::writable`] before asking core for more. Core has recorded them as
@@ -39,6 +48,8 @@ pub const MAX_DATAGRAM_BYTES: usize = 2048;
 const TX_DATAGRAMS: usize = 64;
 /// The largest GSO super-packet: the payload of one IPv4 datagram.
 const MAX_GSO_BYTES: usize = 65_000;
+/// The largest GRO buffer the kernel hands a socket (an IP datagram's payload).
+const MAX_GRO_BYTES: usize = 65_535;
 
 /// One datagram a driver hands [`UdpIo::send_from`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +76,8 @@ pub struct UdpIo {
     /// Largest datagram sent or received; longer ones are truncated (received) or cut
     /// (sent), so callers size it to their protocol.
     max_datagram: usize,
+    /// Bytes of one receive slot: a datagram, or a GRO buffer of several.
+    rx_slot: usize,
 }
 
 /// How to set up a [`UdpIo`].
@@ -127,7 +140,21 @@ impl UdpIo {
             rx_meta: vec![RecvMeta::default(); quinn_udp::BATCH_SIZE],
             gso,
             max_datagram,
+            rx_slot: max_datagram,
         })
+    }
+
+    /// Turns receive GRO back on if the socket is bound to a loopback address (see the
+    /// module docs for why that keeps every datagram's timing) and the kernel supports it;
+    /// returns whether it did. Receive slots grow to hold a whole GRO buffer (64 KB each).
+    pub fn gro_on_loopback(&mut self) -> bool {
+        let loopback = self.socket.local_addr().is_ok_and(|a| a.ip().is_loopback());
+        if !loopback || !set_gro(&self.socket, true) || self.state.gro_segments() < 2 {
+            return false;
+        }
+        self.rx_slot = MAX_GRO_BYTES.max(self.max_datagram);
+        self.rx_buf = vec![0u8; quinn_udp::BATCH_SIZE * self.rx_slot].into_boxed_slice();
+        true
     }
 
     /// The socket (for addresses and socket options).
@@ -275,7 +302,7 @@ impl UdpIo {
     ) -> io::Result<usize> {
         let mut iovs: Vec<IoSliceMut<'_>> = self
             .rx_buf
-            .chunks_mut(self.max_datagram)
+            .chunks_mut(self.rx_slot)
             .map(IoSliceMut::new)
             .collect();
         let state = &self.state;
@@ -292,9 +319,11 @@ impl UdpIo {
         for (m, iov) in self.rx_meta.iter().zip(iovs.iter()).take(n) {
             let at = m.timestamp.map(|d| SystemTime::UNIX_EPOCH + d);
             let data = iov.get(..m.len).unwrap_or_default();
-            // With GRO off each buffer is one datagram, but stay correct if the kernel
-            // coalesced anyway: `stride` separates them.
+            // With GRO off each buffer is one datagram; with it on (loopback) a buffer may
+            // hold a GSO run: `stride` separates them (each at most `max_datagram`, as
+            // without GRO).
             for d in data.chunks(m.stride.max(1)) {
+                let d = d.get(..self.max_datagram).unwrap_or(d);
                 each(m.addr, at, d);
                 datagrams += 1;
             }
@@ -305,18 +334,24 @@ impl UdpIo {
 
 /// Turns receive-side UDP GRO off (quinn-udp turns it on); see the module docs for why.
 fn disable_gro(socket: &UdpSocket) {
+    set_gro(socket, false);
+}
+
+/// Sets receive-side UDP GRO; returns whether the kernel took it.
+fn set_gro(socket: &UdpSocket, on: bool) -> bool {
     const UDP_GRO: libc::c_int = 104; // linux/udp.h
-    let off: libc::c_int = 0;
+    let value: libc::c_int = on.into();
     // SAFETY: setsockopt reads one int of the given size from the pointer.
-    let _ = unsafe {
+    let r = unsafe {
         libc::setsockopt(
             std::os::fd::AsRawFd::as_raw_fd(socket),
             libc::IPPROTO_UDP,
             UDP_GRO,
-            (&off as *const libc::c_int).cast(),
+            (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
+    r == 0
 }
 
 /// How long ago `at` was, for a kernel timestamp (zero if in the future).
@@ -338,20 +373,40 @@ mod tests {
         }
     }
 
-    async fn pair() -> (UdpIo, UdpIo) {
+    async fn pair(gro: bool) -> (UdpIo, UdpIo) {
         let a = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
         let b = UdpSocket::bind("127.0.0.1:0").await.expect("bind");
-        (
-            UdpIo::new(a, config(1 << 20, true)).expect("io"),
-            UdpIo::new(b, config(1 << 20, true)).expect("io"),
-        )
+        let a = UdpIo::new(a, config(1 << 20, true)).expect("io");
+        let mut b = UdpIo::new(b, config(1 << 20, true)).expect("io");
+        if gro {
+            assert!(b.gro_on_loopback(), "GRO on a loopback socket");
+        }
+        (a, b)
     }
 
     /// Every datagram arrives whole, once, in order (loopback does not reorder), whatever
     /// mix of sizes and runs the sender produced; each carries a plausible timestamp.
     #[tokio::test]
     async fn test_batches_arrive_whole_and_in_order() {
-        let (mut a, mut b) = pair().await;
+        batches_arrive_whole_and_in_order(false).await;
+    }
+
+    /// The same with receive GRO on (loopback): runs arrive merged and are split again.
+    #[tokio::test]
+    async fn test_batches_arrive_whole_and_in_order_with_gro_on_loopback() {
+        batches_arrive_whole_and_in_order(true).await;
+    }
+
+    /// GRO stays off on a socket that is not bound to loopback.
+    #[tokio::test]
+    async fn test_no_gro_off_loopback() {
+        let s = UdpSocket::bind("0.0.0.0:0").await.expect("bind");
+        let mut io = UdpIo::new(s, config(1 << 20, true)).expect("io");
+        assert!(!io.gro_on_loopback());
+    }
+
+    async fn batches_arrive_whole_and_in_order(gro: bool) {
+        let (mut a, mut b) = pair(gro).await;
         let to = b.socket().local_addr().expect("addr");
         // 200 datagrams: runs of 1200-byte ones broken by shorter ones.
         let sizes: Vec<usize> = (0..200)

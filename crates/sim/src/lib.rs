@@ -14,6 +14,9 @@
 //! - [`validation`]: the checks of the simulator and NewReno against known results.
 
 #![deny(missing_docs)]
+// No unsafe code: the fuzz targets (which parse outside input with this crate) then run
+// without a memory sanitizer, and panics are what they look for.
+#![forbid(unsafe_code)]
 // Scenario files, traces and packets come from outside: no panics and no silent truncation
 // outside tests.
 #![cfg_attr(

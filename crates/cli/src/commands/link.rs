@@ -90,6 +90,11 @@ pub struct LinkArgs {
     /// takes tens of µs).
     #[arg(long, default_value_t = 100)]
     pub spin_us: u64,
+    /// Open the devices without offloads: one read(2) and one write(2) per packet instead of
+    /// GSO super-packets split for the model and GRO batches (the model sees the same
+    /// packets either way).
+    #[arg(long)]
+    pub no_offload: bool,
     /// Per-second statistics and the summary as JSON lines (on stderr).
     #[arg(long)]
     pub json: bool,
@@ -213,6 +218,7 @@ impl LinkArgs {
             schedule_log: self.schedule_log.clone(),
             late_bound: Duration::from_micros(self.late_bound_us),
             spin: Duration::from_micros(self.spin_us),
+            offload: !self.no_offload,
             ..EmulatorOptions::default()
         }
     }

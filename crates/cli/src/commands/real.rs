@@ -312,6 +312,25 @@ pub struct SendArgs<'a> {
     pub experiments: &'a Path,
     /// Kernel TCP's congestion control for the baselines (`None`: the host's default).
     pub congestion: Option<&'a str>,
+    /// How long the server may leave the connection unanswered before it ends (`None`: the
+    /// runtime's default).
+    pub peer_timeout: Option<Duration>,
+}
+
+/// Lets a connection of `o` wait `t` for a silent peer before ending it as dead: ATP's
+/// `silent_timeout` (and its idle timeout, at least as long, since a side that hears nothing
+/// would otherwise give up first) and kernel TCP's `TCP_USER_TIMEOUT`. A path that is up but
+/// carries nothing cannot be told from a dead peer, so riding out an outage of the link takes
+/// a timeout longer than the outage.
+pub(crate) fn set_peer_timeout(o: &mut EndpointOptions, t: Duration) {
+    if let Some(atp) = o.atp_mut() {
+        let l = &mut atp.core.liveness;
+        l.silent_timeout = t;
+        l.idle_timeout = l.idle_timeout.max(t);
+    }
+    if let Some(b) = o.baseline_mut() {
+        b.peer_timeout = t;
+    }
 }
 
 /// `adaptnet send --to ADDR --workload NAME|FILE`.
@@ -320,6 +339,9 @@ pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
     let report = runtime()?.block_on(async {
         let to = super::addr::resolve(a.to).await?;
         let mut options = EndpointOptions::client(a.transport).with_levels(w.levels);
+        if let Some(t) = a.peer_timeout {
+            set_peer_timeout(&mut options, t);
+        }
         if let Some(b) = options.baseline_mut() {
             let cc = super::bulk::congestion_in_use(a.congestion)?;
             eprintln!("adaptnet: kernel TCP runs congestion control {cc}");
@@ -420,4 +442,40 @@ fn demo_specs(span: Duration) -> Vec<MessageSpec> {
         t += Duration::from_millis(50);
     }
     specs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_timeout_reaches_atps_liveness_and_kernel_tcps_user_timeout() {
+        let t = Duration::from_secs(60);
+        let mut atp = EndpointOptions::client(Transport::Atp);
+        set_peer_timeout(&mut atp, t);
+        let l = &atp.atp_mut().expect("ATP options").core.liveness;
+        assert_eq!(l.silent_timeout, t);
+        // The side that hears nothing must not give up first on its idle timeout.
+        assert!(l.idle_timeout >= t, "idle {:?}", l.idle_timeout);
+        assert!(l.keepalive < l.idle_timeout);
+
+        let mut tcp = EndpointOptions::client(Transport::NaiTcp);
+        set_peer_timeout(&mut tcp, t);
+        assert_eq!(tcp.baseline_mut().expect("baseline").peer_timeout, t);
+    }
+
+    #[test]
+    fn a_short_peer_timeout_keeps_a_longer_idle_timeout() {
+        let mut atp = EndpointOptions::client(Transport::Atp);
+        let idle = atp
+            .atp_mut()
+            .expect("ATP options")
+            .core
+            .liveness
+            .idle_timeout;
+        set_peer_timeout(&mut atp, Duration::from_secs(2));
+        let l = &atp.atp_mut().expect("ATP options").core.liveness;
+        assert_eq!(l.silent_timeout, Duration::from_secs(2));
+        assert_eq!(l.idle_timeout, idle);
+    }
 }

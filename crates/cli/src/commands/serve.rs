@@ -47,6 +47,9 @@ pub struct ServeArgs {
     pub max_connections: usize,
     /// A connection that sends nothing for this long is closed.
     pub idle_timeout: Duration,
+    /// How long a peer may leave a connection unanswered before it ends (`None`: the
+    /// runtime's default).
+    pub peer_timeout: Option<Duration>,
 }
 
 /// What every listener counts, shown once a second and in the summary.
@@ -306,6 +309,9 @@ fn server_options(transport: Transport, a: &ServeArgs) -> EndpointOptions {
     if let Some(b) = o.baseline_mut() {
         b.max_connections = a.max_connections;
         b.idle_timeout = Some(a.idle_timeout);
+    }
+    if let Some(t) = a.peer_timeout {
+        super::real::set_peer_timeout(&mut o, t);
     }
     o
 }

@@ -382,7 +382,7 @@ fn render_tracking(
                 "{:.2} Mbit/s ({:+.0} %) / {}",
                 at1 * 8e-6,
                 100.0 * (at1 / want - 1.0),
-                within.map_or("never".into(), |d| format!("{:.2} s", d))
+                within.map_or("never".into(), |d| format!("{d:.2} s"))
             ));
         }
         let tr: Vec<String> = atp.transition_drops.iter().map(u64::to_string).collect();

@@ -93,8 +93,9 @@ impl AtpDriver {
             let key: [u8; 32] = rand::rng().random();
             adaptnet_core::session::token::TokenConfig::new(key)
         });
-        // GSO for the DATA core marks coalescable (never for its probes: see `udp`).
-        let io = UdpIo::new(
+        // GSO for the DATA core marks coalescable (never for its probes: see `udp`), and
+        // on loopback receive GRO, which keeps every probe's own timestamp there.
+        let mut io = UdpIo::new(
             socket,
             UdpIoConfig {
                 buffer_bytes: atp.socket_buffer_bytes,
@@ -103,6 +104,7 @@ impl AtpDriver {
                     .max(crate::udp::MAX_DATAGRAM_BYTES),
             },
         )?;
+        io.gro_on_loopback();
         Ok(AtpDriver {
             io,
             endpoint: Endpoint::new(atp.core.clone()),

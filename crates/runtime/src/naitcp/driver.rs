@@ -9,8 +9,9 @@
 //! # A dead peer
 //! Kernel TCP notices a peer that closed or reset (end of stream, `ECONNRESET`), but not one
 //! that vanished (a dead host, a link down): it would retransmit for many minutes. Every
-//! stream therefore gets `TCP_USER_TIMEOUT` ([`PEER_TIMEOUT`]: data unacknowledged that long
-//! ends the connection, the same 8 s ATP's `silent_timeout` gives a silent peer) and
+//! stream therefore gets `TCP_USER_TIMEOUT` ([`PEER_TIMEOUT`] unless
+//! [`BaselineOptions::peer_timeout`] says otherwise: data unacknowledged that long ends the
+//! connection, the same 8 s ATP's `silent_timeout` gives a silent peer) and
 //! keep-alives (first after [`KEEPALIVE_IDLE`] of quiet, then every second), so the
 //! connection ends with an error, every live message gets its outcome (`Abandoned`, or
 //! `Expired` for NAI-MTCP timers that fired first) and the end is logged.
@@ -63,7 +64,7 @@ pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 
 /// Makes kernel TCP notice a vanished peer (see the module docs). Best effort: a platform
 /// without these options keeps TCP's own (much longer) timeouts.
-fn watch_peer(stream: &TcpStream) {
+fn watch_peer(stream: &TcpStream, peer_timeout: Duration) {
     let fd = std::os::fd::AsRawFd::as_raw_fd(stream);
     let set = |level: libc::c_int, opt: libc::c_int, value: libc::c_int| {
         // SAFETY: setsockopt reads one int of the given size from the pointer.
@@ -79,7 +80,7 @@ fn watch_peer(stream: &TcpStream) {
     };
     let ms = |d: Duration| libc::c_int::try_from(d.as_millis()).unwrap_or(libc::c_int::MAX);
     let secs = |d: Duration| libc::c_int::try_from(d.as_secs()).unwrap_or(libc::c_int::MAX);
-    let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms(PEER_TIMEOUT));
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms(peer_timeout));
     let _ = set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
     let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE));
     let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
@@ -235,7 +236,7 @@ impl BaselineDriver {
             return;
         }
         let _ = stream.set_nodelay(true);
-        watch_peer(&stream);
+        watch_peer(&stream, self.options.peer_timeout);
         let id = self.next_id;
         self.next_id += 1;
         let (port, conn) = self.handles.open(id, peer);
@@ -278,7 +279,7 @@ impl BaselineDriver {
         let (port, conn) = self.handles.open(id, peer);
         for s in &streams {
             let _ = s.set_nodelay(true);
-            watch_peer(s);
+            watch_peer(s, self.options.peer_timeout);
         }
         let links = streams.into_iter().map(Link::new).collect();
         let role = Role::Sender {

@@ -70,6 +70,12 @@ pub struct BaselineOptions {
     /// (while the application had room to take more: a slow reader is not an idle peer).
     /// `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
+    /// How long data written to a connection may stay unacknowledged by the peer's TCP
+    /// before the connection ends as dead (`TCP_USER_TIMEOUT`; default 8 s, as ATP's
+    /// `silent_timeout`). A path that is up but carries nothing for longer (a trace with a
+    /// zero-rate stretch) ends the connection like a dead peer unless this is raised above
+    /// the stretch.
+    pub peer_timeout: std::time::Duration,
     /// The kernel congestion control a client's TCP connections run (`TCP_CONGESTION`:
     /// `cubic`, `reno`, `bbr` …); `None`: the host's default
     /// ([`crate::tcpinfo::congestion_control`] of a new socket tells which).
@@ -100,6 +106,7 @@ impl BaselineOptions {
             max_message_bytes: MAX_MESSAGE_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            peer_timeout: driver::PEER_TIMEOUT,
             congestion: None,
         }
     }

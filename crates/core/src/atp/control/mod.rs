@@ -20,7 +20,14 @@
 //!   phase at 1.25 (probe for more, a short bounded burst), one at 0.75 (drain what the probe
 //!   built), six at 1.0 — each phase one minimum RTT. And the safety net: packets in flight
 //!   are capped at twice the bandwidth-delay product (plus RFC 6928's ten packets), so an
-//!   outage cannot fill the queue.
+//!   outage cannot fill the queue — with the draft's two allowances for hosts that batch
+//!   (its "BBRUpdateACKAggregation" and "BBRQuantizationBudget"): the bytes acknowledged
+//!   beyond what the measured rate explains (`extra_acked`, a windowed maximum over ten
+//!   rounds) are added to the cap, and the cap is never below three *send quanta* (a
+//!   millisecond at the pacing rate, at most 64 KB: what an engine with segmentation
+//!   offload hands the kernel at once). On a path whose round trip is a few microseconds
+//!   of propagation and hundreds of microseconds of the hosts' batching (loopback), a cap
+//!   of two propagation BDPs would otherwise hold the sender to a window per batch.
 //! * **From Copa** (Arun and Balakrishnan, "Copa: Practical Delay-Based Congestion Control for
 //!   the Internet", NSDI 2018, §2 "Copa target rate" and §2.1 on `RTTstanding`): queueing
 //!   delay is the *standing* RTT — the smallest RTT of the last half smoothed RTT, which
@@ -129,6 +136,13 @@ pub struct ControlConfig {
     pub stall_min: Duration,
     /// A queue reaction lowers the estimate to at least this fraction of what it was.
     pub max_decrease: f64,
+    /// The send quantum is this long at the pacing rate (BBR: 1 ms) ...
+    pub send_quantum: Duration,
+    /// ... and at most this many bytes (BBR: 64 KB, one segmentation-offload burst).
+    pub max_send_quantum_bytes: u32,
+    /// Packets in flight are never capped below this many send quanta (BBR's offload budget:
+    /// 3), so a host that sends and acknowledges in batches keeps a batch in each stage.
+    pub offload_quanta: u32,
 }
 
 impl Default for ControlConfig {
@@ -154,6 +168,9 @@ impl Default for ControlConfig {
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
             max_decrease: 0.5,
+            send_quantum: Duration::from_millis(1),
+            max_send_quantum_bytes: 64 * 1024,
+            offload_quanta: 3,
         }
     }
 }
@@ -226,6 +243,12 @@ pub struct RateControl {
     full_bw_rounds: u32,
     round_mark: u64,
     iface_queue_packets: Option<u32>,
+    /// Bytes acknowledged beyond what the bottleneck rate explains (BBR's `extra_acked`),
+    /// windowed maximum over the bandwidth filter's window.
+    extra_acked: WindowedMax,
+    /// When the current aggregation interval began, and the bytes acknowledged since.
+    agg_start: Time,
+    agg_delivered: u64,
     filler: Filler,
     stats: ControlStats,
 }
@@ -261,6 +284,9 @@ impl RateControl {
             full_bw_rounds: 0,
             round_mark: 0,
             iface_queue_packets: None,
+            extra_acked: WindowedMax::default(),
+            agg_start: now,
+            agg_delivered: 0,
             filler,
             stats: ControlStats::default(),
         }
@@ -339,8 +365,18 @@ impl RateControl {
         gain * self.pacing_bw()
     }
 
-    /// Most bytes in flight: `cwnd_gain` bandwidth-delay products plus `min_cwnd_packets`.
+    /// Most bytes in flight: `cwnd_gain` bandwidth-delay products plus `min_cwnd_packets`
+    /// plus the acknowledgement aggregation measured, and at least `offload_quanta` send
+    /// quanta (see the module documentation).
     pub fn cwnd_bytes(&self) -> u64 {
+        let extra = self.extra_acked.get().unwrap_or(0.0);
+        let budget = f64::from(self.config.offload_quanta) * self.send_quantum();
+        crate::convert::f64_u64_sat((self.base_cwnd() + extra).max(budget))
+    }
+
+    /// The cap before the allowances for batching: `cwnd_gain` bandwidth-delay products plus
+    /// `min_cwnd_packets`.
+    fn base_cwnd(&self) -> f64 {
         let floor = f64::from(self.config.min_cwnd_packets.max(1)) * self.mtu;
         let gain = if self.phase == Phase::Startup {
             self.config.startup_gain
@@ -350,7 +386,35 @@ impl RateControl {
         let bdp = self
             .min_rtt()
             .map_or(0.0, |r| self.pacing_bw() * r.as_secs_f64());
-        crate::convert::f64_u64_sat(gain * bdp + floor)
+        gain * bdp + floor
+    }
+
+    /// BBR's send quantum: `send_quantum` at the pacing rate, between two datagrams and
+    /// `max_send_quantum_bytes`.
+    fn send_quantum(&self) -> f64 {
+        let max = f64::from(self.config.max_send_quantum_bytes).max(2.0 * self.mtu);
+        (self.pacing_rate() * self.config.send_quantum.as_secs_f64()).clamp(2.0 * self.mtu, max)
+    }
+
+    /// BBR's "BBRUpdateACKAggregation": within an interval that starts whenever the
+    /// acknowledgements fall behind the bottleneck rate, the bytes acknowledged beyond that
+    /// rate's share of the interval are the aggregation a batch of acknowledgements (or of
+    /// sends) brought; its windowed maximum widens the cap.
+    fn update_ack_aggregation(&mut self, now: Time, acked_bytes: u64) {
+        let bw = self.pacing_bw();
+        let mut expected = bw * now.saturating_since(self.agg_start).as_secs_f64();
+        if self.agg_delivered as f64 <= expected {
+            self.agg_delivered = 0;
+            self.agg_start = now;
+            expected = 0.0;
+        }
+        self.agg_delivered = self.agg_delivered.saturating_add(acked_bytes);
+        // At most the cap as it stands (the draft's `min(extra, cwnd)`): the allowance can
+        // at most double the cap per window, never run away.
+        let extra = (self.agg_delivered as f64 - expected).min(self.cwnd_bytes() as f64);
+        let window = self.bw_window();
+        self.extra_acked.update(now, extra.max(0.0));
+        self.extra_acked.expire(now, window);
     }
 
     /// The smoothed RTT, or the minimum phase before any sample.
@@ -431,6 +495,7 @@ impl RateControl {
         }
         self.delivered = self.delivered.saturating_add(acked_bytes);
         self.delivery.on_ack(now, self.delivered);
+        self.update_ack_aggregation(now, acked_bytes);
         self.last_ack_at = Some(now);
         self.first_unacked_send = None;
         let round_start = self.delivered >= self.round_mark;

@@ -159,3 +159,74 @@ fn test_bunched_acknowledgements_do_not_inflate_the_estimate() {
     let after = c.bottleneck_bytes_per_s();
     assert!(after <= 1.25 * 1.25 * before, "{before} -> {after}");
 }
+
+/// On a path whose acknowledgements come in batches (a host that reads and sends a batch
+/// per wake-up: loopback's round trip is microseconds of propagation and hundreds of
+/// batching), the cap on bytes in flight covers a batch (BBR's `extra_acked`), and at a
+/// gigabyte a second it is never below three 64 KB send quanta.
+#[test]
+fn test_the_cap_in_flight_covers_batched_acknowledgements() {
+    let mut c = control();
+    let rate = 1e9; // bytes/s
+    let min_rtt = Duration::from_micros(10);
+    // Prime the path at the rate with a 10 µs RTT, one acknowledgement per datagram.
+    let now = drive(
+        &mut c,
+        Time::ZERO,
+        Duration::from_millis(20),
+        rate,
+        min_rtt,
+        Duration::ZERO,
+    );
+    let bdp = rate * min_rtt.as_secs_f64();
+    let plain = 2.0 * bdp + 10.0 * f64::from(MTU);
+    assert!(
+        c.cwnd_bytes() as f64 >= 3.0 * 65_536.0 - 1.0,
+        "three send quanta: {} (two BDPs and ten packets would be {plain})",
+        c.cwnd_bytes()
+    );
+    // Then every 400 µs one batch acknowledges 270 datagrams (the rate over the batch's
+    // period) within 20 µs.
+    let mut t = now;
+    for _ in 0..50 {
+        for i in 0..270u64 {
+            c.on_sent(t, u64::from(MTU));
+            c.on_ack(
+                t + Duration::from_nanos(75 * i),
+                u64::from(MTU),
+                Some(min_rtt),
+            );
+        }
+        t += Duration::from_micros(400);
+    }
+    let cap = c.cwnd_bytes() as f64;
+    assert!(cap >= 200.0 * f64::from(MTU), "cap {cap} below a batch");
+    assert!(
+        cap <= 2.0 * (270.0 * f64::from(MTU)) + 3.0 * 65_536.0,
+        "cap {cap}"
+    );
+}
+
+/// On a slow path with acknowledgements at the bottleneck's pace (a 10 Mbit/s link), the
+/// allowances add at most a datagram or two to the cap: short queues stay short.
+#[test]
+fn test_the_allowances_leave_a_slow_paths_cap_alone() {
+    let rtt = Duration::from_millis(2);
+    let mut c = control();
+    let rate = 1.25e6;
+    drive(
+        &mut c,
+        Time::ZERO,
+        Duration::from_secs(2),
+        rate,
+        rtt,
+        Duration::ZERO,
+    );
+    let bw = c.bottleneck_bytes_per_s();
+    let plain = 2.0 * bw * rtt.as_secs_f64() + 10.0 * f64::from(MTU);
+    let cap = c.cwnd_bytes() as f64;
+    assert!(
+        cap <= plain + 2.0 * f64::from(MTU),
+        "cap {cap} against {plain}"
+    );
+}
