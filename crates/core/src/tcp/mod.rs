@@ -234,6 +234,9 @@ pub enum AbortReason {
     TimedOut,
     /// The congestion controller asked to close (ELFN's or ADTCP's disconnection policy).
     Controller,
+    /// The network said nothing listens at the peer (an ICMP port or host unreachable)
+    /// while the handshake was under way ([`Connection::handle_unreachable`]).
+    Unreachable,
 }
 
 /// The RFC 7323 §5.4 timestamp clock: milliseconds, wrapping modulo 2^32 (the truncation is
@@ -288,7 +291,7 @@ impl Connection {
         let mut send = SendHalf::new(mss, config.rto, cc);
         send.set_limited_transmit(config.limited_transmit);
         send.set_recover_after_rto(config.recover_after_rto);
-        let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack);
+        let recv = RecvHalf::new(config.recv_buffer, config.delayed_ack, mss);
         let adtcp_rx = if config.adtcp {
             crate::adtcp::Receiver::new(crate::adtcp::ReceiverConfig::default()).ok()
         } else {
@@ -520,6 +523,28 @@ impl Connection {
         }
     }
 
+    /// The network reports the peer unreachable (an ICMP destination unreachable for one of
+    /// our segments: port, protocol or host). A hard error (RFC 1122 §4.2.3.9: "Destination
+    /// Unreachable -- codes 2-4 … are hard error conditions, so TCP SHOULD abort the
+    /// connection"; RFC 5461 §4.1 and RFC 5927 §5.2 restrict the abort to where it cannot
+    /// cost data, as an ICMP message is easily forged): an active open still waiting for its
+    /// SYN-ACK, and a connection whose only business left is the acknowledgement of our FIN
+    /// (the peer's FIN arrived and every byte we wrote was acknowledged — a peer that went
+    /// away after closing would otherwise keep it through the FIN's retransmissions) are
+    /// aborted ([`AbortReason::Unreachable`]). Any other connection ignores it (a soft
+    /// error: the retransmission timer decides). Returns whether the connection was aborted.
+    pub fn handle_unreachable(&mut self) -> bool {
+        let only_our_fin_left = self.state == State::Established
+            && self.recv.fin_delivered()
+            && self.fin_requested()
+            && self.send.unacked_bytes() == 0;
+        if self.state != State::SynSent && !only_our_fin_left {
+            return false;
+        }
+        self.abort(AbortReason::Unreachable);
+        true
+    }
+
     /// SACK is in use: both SYNs offered it (RFC 2018 §2).
     pub fn sack_enabled(&self) -> bool {
         self.sack_ok
@@ -581,6 +606,11 @@ impl Connection {
             self.last_ack_sent = self.recv.nxt();
         }
         let offer_wscale = !passive || self.our_wscale > 0 || self.peer_wscale > 0;
+        // RFC 7323 §2.2: the window in a SYN is never scaled.
+        let window = crate::convert::u16_sat(self.config.recv_buffer);
+        if passive {
+            self.recv.on_window_sent(u64::from(window));
+        }
         let repr = TcpRepr {
             src_port: self.local_port,
             dst_port: self.remote_port,
@@ -595,8 +625,7 @@ impl Connection {
                 ack: passive,
                 ..Flags::default()
             },
-            // RFC 7323 §2.2: the window in a SYN is never scaled.
-            window: crate::convert::u16_sat(self.config.recv_buffer),
+            window,
             mss: Some(self.config.mss),
             window_scale: offer_wscale.then(|| self.desired_wscale()),
             // A SYN-ACK offers only what the SYN offered (`*_ok` are set from the peer's SYN).
@@ -626,6 +655,8 @@ impl Connection {
     /// The header of a non-SYN segment; records Last.ACK.sent (RFC 7323 §4.3).
     fn header(&mut self, now: Time, seq_wire: u32) -> TcpRepr {
         let window = crate::convert::u16_sat(self.recv.window() >> self.our_wscale);
+        self.recv
+            .on_window_sent(u64::from(window) << self.our_wscale);
         self.last_ack_sent = self.recv.nxt();
         let mut sack = SackBlocks::EMPTY;
         if self.sack_ok {

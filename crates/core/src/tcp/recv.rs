@@ -1,6 +1,7 @@
 //! The receiving half of a stream: in-order delivery, out-of-order ranges, and when to
 //! acknowledge (RFC 5681 §4.2 delayed ACKs, immediate ACKs for out-of-order data and for
-//! segments that fill a hole, RFC 9293 §3.10.7.4).
+//! segments that fill a hole, RFC 9293 §3.10.7.4; a window update when reading reopens a
+//! window the sender sees mostly closed, RFC 9293 §3.8.6.2.2).
 
 use super::options::MAX_SACK_BLOCKS;
 use super::ranges::insert_merged;
@@ -46,10 +47,17 @@ pub(super) struct RecvHalf {
     extra_acks: u32,
     /// Out-of-order ranges to report in SACK blocks, most recent first (RFC 2018 §4).
     sack_recent: Vec<(u64, u64)>,
+    /// Our effective send MSS, taken as the sender's (RFC 9293 §3.8.6.2.2: "the receiver
+    /// must use its own Eff.snd.MSS, making the assumption that it is the same as the
+    /// sender's"): the step by which a window update is worth a segment.
+    mss: u64,
+    /// The right edge of the window last advertised (RCV.NXT + RCV.WND as the peer knows
+    /// them): what the peer may send up to until it hears from us again.
+    adv_right: u64,
 }
 
 impl RecvHalf {
-    pub(super) fn new(buffer: u64, delayed_ack: Option<Duration>) -> RecvHalf {
+    pub(super) fn new(buffer: u64, delayed_ack: Option<Duration>, mss: u64) -> RecvHalf {
         RecvHalf {
             nxt: 0,
             ooo: Vec::new(),
@@ -64,6 +72,8 @@ impl RecvHalf {
             due: AckDue::None,
             extra_acks: 0,
             sack_recent: Vec::new(),
+            mss: mss.max(1),
+            adv_right: 0,
         }
     }
 
@@ -73,6 +83,12 @@ impl RecvHalf {
             self.nxt = 1;
         }
         self.due = AckDue::Now;
+    }
+
+    /// A segment advertising a window of `window` bytes (as the peer reads it, after
+    /// scaling) from RCV.NXT is leaving.
+    pub(super) fn on_window_sent(&mut self, window: u64) {
+        self.adv_right = self.nxt.saturating_add(window);
     }
 
     pub(super) fn nxt(&self) -> u64 {
@@ -186,11 +202,37 @@ impl RecvHalf {
         gained
     }
 
-    /// The application consumed `bytes` of delivered data (opens the window).
+    /// The application consumed `bytes` of delivered data (opens the window). A window
+    /// update is due at once when the read reopened enough of a window the sender sees
+    /// mostly closed ([`RecvHalf::window_update_due`]).
     pub(super) fn read(&mut self, bytes: u64) -> u64 {
         let n = bytes.min(self.unread);
         self.unread -= n;
+        if n > 0 && self.window_update_due() {
+            self.due = AckDue::Now;
+        }
         n
+    }
+
+    /// Whether the window has opened enough beyond what the peer was last told to be worth
+    /// a segment of its own.
+    ///
+    /// RFC 9293 §3.8.6.2.2 (receiver SWS avoidance): the right edge moves only once
+    /// "RCV.BUFF - RCV.USER - RCV.WND >= min( Fr * RCV.BUFF, Eff.snd.MSS )" with Fr = 1/2,
+    /// RCV.WND being what the peer may still send. Without an update the sender learns of
+    /// the new window only from its next probe (a retransmission timeout, backed off).
+    ///
+    /// Sent only while the peer's usable window is at most half the buffer (Linux's
+    /// `tcp_cleanup_rbuf` rule): above that the sender is not held back by our window, and
+    /// the ACKs its data draws carry the window anyway — an update per read would double the
+    /// ACKs of a reader that keeps up. Not after the peer's FIN: nothing more will come.
+    fn window_update_due(&self) -> bool {
+        if self.fin_delivered || self.nxt == 0 {
+            return false;
+        }
+        let offered = self.adv_right.saturating_sub(self.nxt);
+        let step = (self.buffer / 2).min(self.mss).max(1);
+        offered <= self.buffer / 2 && self.window() >= offered.saturating_add(step)
     }
 
     pub(super) fn unread(&self) -> u64 {
@@ -256,7 +298,7 @@ mod tests {
     use super::*;
 
     fn established(delayed: Option<Duration>) -> RecvHalf {
-        let mut r = RecvHalf::new(1 << 20, delayed);
+        let mut r = RecvHalf::new(1 << 20, delayed, 1000);
         r.on_syn();
         r.on_ack_sent(Time::ZERO);
         r
@@ -331,7 +373,7 @@ mod tests {
 
     #[test]
     fn test_window_shrinks_with_unread_data() {
-        let mut r = RecvHalf::new(1000, None);
+        let mut r = RecvHalf::new(1000, None, 100);
         r.on_syn();
         r.on_segment(Time::ZERO, 1, 600, false);
         assert_eq!(r.window(), 400);
@@ -339,5 +381,68 @@ mod tests {
         assert_eq!(r.on_segment(Time::ZERO, 601, 600, false), 400);
         assert_eq!(r.read(700), 700);
         assert_eq!(r.window(), 700);
+    }
+
+    /// A receiver whose window the peer was told is `buffer` bytes, then filled by `fill`.
+    fn filled(buffer: u64, mss: u64, fill: u64) -> RecvHalf {
+        let mut r = RecvHalf::new(buffer, Some(Duration::from_millis(200)), mss);
+        r.on_syn();
+        r.on_window_sent(r.window());
+        r.on_ack_sent(Time::ZERO);
+        r.on_segment(Time::ZERO, 1, fill, false);
+        r.on_window_sent(r.window());
+        r.on_ack_sent(Time::ZERO);
+        r
+    }
+
+    #[test]
+    fn test_full_window_read_opens_it_with_an_update() {
+        let mut r = filled(10_000, 1000, 10_000);
+        assert_eq!(r.window(), 0);
+        assert!(!r.ack_due(Time::ZERO));
+        // Less than an MSS freed: not yet worth a segment (silly window avoidance).
+        r.read(999);
+        assert!(!r.ack_due(Time::ZERO));
+        r.read(1);
+        assert!(r.ack_due(Time::ZERO), "an MSS freed: the update goes now");
+        r.on_window_sent(r.window());
+        r.on_ack_sent(Time::ZERO);
+        // The peer knows the window is 1000 now; the next MSS read tells it again.
+        r.read(500);
+        assert!(!r.ack_due(Time::ZERO));
+        r.read(500);
+        assert!(r.ack_due(Time::ZERO));
+    }
+
+    #[test]
+    fn test_small_buffer_updates_at_half_the_buffer() {
+        // min(RCV.BUFF / 2, MSS) with a buffer smaller than two segments.
+        let mut r = filled(1000, 1460, 1000);
+        r.read(499);
+        assert!(!r.ack_due(Time::ZERO));
+        r.read(1);
+        assert!(r.ack_due(Time::ZERO));
+    }
+
+    #[test]
+    fn test_reader_that_keeps_up_sends_no_updates() {
+        // The peer still may send more than half the buffer: reading sends nothing extra.
+        let mut r = filled(10_000, 1000, 4000);
+        r.read(4000);
+        assert!(!r.ack_due(Time::ZERO));
+    }
+
+    #[test]
+    fn test_no_update_after_the_peer_finished() {
+        let mut r = RecvHalf::new(1000, None, 100);
+        r.on_syn();
+        r.on_segment(Time::ZERO, 1, 1000, true);
+        r.on_window_sent(r.window());
+        r.on_ack_sent(Time::ZERO);
+        r.read(1000);
+        assert!(
+            !r.ack_due(Time::ZERO),
+            "a FIN came: nothing more to ask for"
+        );
     }
 }

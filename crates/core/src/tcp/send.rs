@@ -83,6 +83,12 @@ pub(super) struct SendHalf {
     scoreboard: Scoreboard,
     /// RFC 6675 HighRxt: one past the highest position retransmitted in this recovery.
     high_rxt: u64,
+    /// The end of a segment sent although the peer's window did not admit all of it
+    /// (nothing else was in flight: it probes a closed window, RFC 9293 §3.8.6.1). The
+    /// receiver keeps what its window admits and drops the rest, so when a later ACK opens
+    /// the window without acknowledging all of it, the rest is sent again at once rather
+    /// than at the next retransmission timeout.
+    window_probe: Option<u64>,
 }
 
 /// What an arriving acknowledgement says, in stream positions.
@@ -133,6 +139,7 @@ impl SendHalf {
             sack: false,
             scoreboard: Scoreboard::default(),
             high_rxt: 0,
+            window_probe: None,
         }
     }
 
@@ -246,6 +253,26 @@ impl SendHalf {
             && self.scoreboard.is_lost(self.una, self.smss)
         {
             self.enter_recovery(now, stats);
+        }
+        self.on_window_reopened();
+    }
+
+    /// A window probe the peer could not take is sent again as soon as its window admits
+    /// it: the receiver's window update (RFC 9293 §3.8.6.2.2) ends the wait, not the
+    /// retransmission timer.
+    fn on_window_reopened(&mut self) {
+        let Some(end) = self.window_probe else {
+            return;
+        };
+        if self.una >= end || self.nxt <= self.una {
+            // Acknowledged, or gone back to it after a timeout.
+            self.window_probe = None;
+            return;
+        }
+        let seg = self.segment_at(self.una);
+        if u64::from(seg.len) <= self.peer_window {
+            self.window_probe = None;
+            self.pending_rtx = Some(self.una);
         }
     }
 
@@ -453,7 +480,8 @@ impl SendHalf {
         let seg = self.segment_at(self.nxt);
         // Flow control: never exceed the peer's window (a FIN alone needs no window).
         let end = self.nxt + u64::from(seg.len);
-        if seg.len > 0 && end > self.una + self.peer_window && self.nxt > self.una {
+        let beyond_window = seg.len > 0 && end > self.una + self.peer_window;
+        if beyond_window && self.nxt > self.una {
             return None;
         }
         let mut limited = false;
@@ -479,6 +507,9 @@ impl SendHalf {
         }
         let retransmission = self.nxt < self.rtx_until;
         self.record_sent(now, seg, retransmission, stats);
+        if beyond_window {
+            self.window_probe = Some(end);
+        }
         self.nxt = end + u64::from(seg.fin);
         self.max = self.max.max(self.nxt);
         Some(seg)

@@ -96,6 +96,9 @@ pub(super) struct Port {
     end: watch::Sender<Option<ConnectionError>>,
     /// The application's handles are all gone.
     pub(super) dropped: bool,
+    /// When the stream's emptied buffers give their storage back, if bytes stop moving
+    /// (see the driver's `QUIET_BEFORE_TRIM`).
+    pub(super) trim_at: Option<adaptnet_core::Time>,
 }
 
 impl Port {
@@ -117,6 +120,7 @@ impl Port {
             buffers: buffers.clone(),
             end: end_tx,
             dropped: false,
+            trim_at: None,
         };
         let conn = StreamConn(Arc::new(ConnInner {
             id,

@@ -57,6 +57,7 @@
 
 mod conn;
 mod driver;
+mod icmp;
 
 pub use conn::StreamConn;
 
@@ -201,6 +202,11 @@ pub struct StreamStats {
     pub cookies_sent: u64,
     /// Streams open now (allocated state).
     pub open_streams: u64,
+    /// Bytes of storage the streams' byte buffers hold now (written and not yet
+    /// acknowledged, received and not yet read, reassembly): while bytes flow, the most they
+    /// held lately; once a stream's bytes have stood still for 100 ms, what it buffers (an
+    /// idle stream with nothing buffered holds nothing).
+    pub buffer_storage_bytes: u64,
     /// Datagrams dropped by [`StreamOptions::drop_every_nth_sent`].
     pub injected_drops: u64,
     /// Datagrams sent.
@@ -301,7 +307,10 @@ impl StreamEndpoint {
         self.0.local_addr
     }
 
-    /// Opens a stream to the endpoint at `peer` (waits for the handshake).
+    /// Opens a stream to the endpoint at `peer` (waits for the handshake). Fails with
+    /// [`ConnectError::Refused`] as soon as the peer resets the handshake or the network
+    /// reports nothing listening there (ICMP port unreachable), with
+    /// [`ConnectError::NoAnswer`] after the SYN's retransmissions otherwise.
     pub async fn connect(&self, peer: SocketAddr) -> Result<StreamConn, ConnectError> {
         let (reply, rx) = oneshot::channel();
         self.0

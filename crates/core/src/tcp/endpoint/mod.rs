@@ -624,6 +624,46 @@ impl<A: EndpointAddr> Endpoint<A> {
         Accepted::Opened(h)
     }
 
+    /// The network reports that nothing answers at `to` (an ICMP port unreachable for a
+    /// datagram sent there): every connection to `to` still in its active open, or waiting
+    /// only for the acknowledgement of its FIN, is aborted
+    /// ([`Connection::handle_unreachable`],
+    /// [`AbortReason::Unreachable`](super::AbortReason::Unreachable)), so a `connect` fails
+    /// at once rather than after the SYN's retransmissions, and a closed connection's state
+    /// goes after its linger rather than after its FIN's. Returns how many.
+    pub fn handle_unreachable(&mut self, now: Time, to: A) -> usize {
+        let hit: Vec<ConnectionHandle> = self
+            .streams
+            .iter_mut()
+            .filter(|(_, s)| s.remote == to)
+            .filter_map(|(h, s)| {
+                let c = s.conn.as_mut()?;
+                c.handle_unreachable().then_some(*h)
+            })
+            .collect();
+        for h in &hit {
+            self.after_input(now, *h);
+        }
+        hit.len()
+    }
+
+    /// Bytes of storage the connections' byte buffers hold (sent and unacknowledged,
+    /// received and unread or out of order): what carrying bytes costs in memory now. After
+    /// [`Endpoint::trim_storage`], a connection with nothing buffered holds at most
+    /// [`KEEP_WHEN_EMPTY_BYTES`](super::bytes::KEEP_WHEN_EMPTY_BYTES) (none) per direction.
+    pub fn storage_bytes(&self) -> usize {
+        self.streams.values().map(Stream::storage_bytes).sum()
+    }
+
+    /// Gives back the storage of connection `h`'s emptied byte buffers (they keep their
+    /// largest size while bytes flow, so a busy flow does not reallocate at every read):
+    /// call it when the connection has gone quiet. Nothing else changes.
+    pub fn trim_storage(&mut self, h: ConnectionHandle) {
+        if let Some(s) = self.streams.get_mut(&h) {
+            s.trim_storage();
+        }
+    }
+
     /// After an input to connection `h`: free acknowledged bytes, turn its events into the
     /// endpoint's, note when it finished.
     fn after_input(&mut self, now: Time, h: ConnectionHandle) {

@@ -146,6 +146,25 @@ impl<A: Copy> Stream<A> {
         self.send.as_ref().map_or(0, |b| b.len() as u64)
     }
 
+    /// Bytes of storage the connection's byte buffers hold (see
+    /// [`Endpoint::storage_bytes`](super::Endpoint::storage_bytes)).
+    pub fn storage_bytes(&self) -> usize {
+        self.send.as_ref().map_or(0, SendBuffer::storage_bytes)
+            + self.recv.as_ref().map_or(0, ReceiveRing::storage_bytes)
+    }
+
+    /// Gives back the storage of emptied byte buffers (see [`Endpoint::trim_storage`]).
+    ///
+    /// [`Endpoint::trim_storage`]: super::Endpoint::trim_storage
+    pub fn trim_storage(&mut self) {
+        if let Some(b) = self.send.as_mut() {
+            b.trim();
+        }
+        if let Some(r) = self.recv.as_mut() {
+            r.trim();
+        }
+    }
+
     /// Delivered in-order bytes the application has not read yet.
     pub fn readable_bytes(&self) -> u64 {
         self.conn.as_ref().map_or(0, Connection::bytes_unread)

@@ -502,3 +502,141 @@ proptest! {
         prop_assert_eq!(p.server.connection_count(), 0, "server forgot the connection");
     }
 }
+
+/// RFC 9293 §3.8.6.2.2: a window closed by a full receive buffer reopens when the
+/// application reads — the receiver says so at once, and the sender resumes without waiting
+/// for its probe's retransmission timeout (at least 1 s here).
+#[test]
+fn test_established_read_of_full_buffer_sends_window_update() {
+    let mut p = Pair::new(|_| Some(Duration::ZERO));
+    let h = p.connect();
+    let data = pattern(300_000);
+    p.client.write(h, &data).expect("write");
+    p.run_until(Time::from_millis(500));
+    let sh = p.server.handles().next().expect("accepted");
+    let buffered = p.server.stream(sh).expect("stream").readable_bytes();
+    assert_eq!(buffered, 64 * 1024, "the receive buffer is full");
+    assert!(p.server.poll_transmit(p.now, &mut [0u8; BUF]).is_none());
+    let mut got = Vec::new();
+    p.server.read(sh, u64::MAX, &mut got);
+    let mut buf = vec![0u8; BUF];
+    let t = p
+        .server
+        .poll_transmit(p.now, &mut buf)
+        .expect("a window update as soon as the application read");
+    let update = buf.get(..t.len).expect("len").to_vec();
+    let (repr, payload) = TcpRepr::parse_segment(&update).expect("segment");
+    assert!(payload.is_empty() && repr.flags.ack);
+    assert!(repr.window > 0, "the update opens the window");
+    let at = p.now + DELAY;
+    p.net.insert((at, p.sent), (false, p.s_addr, update));
+    p.sent += 1;
+    // Well before the probe's retransmission timeout, the sender has refilled the buffer.
+    p.run_until(p.now + Duration::from_millis(200));
+    let refilled = p.server.stream(sh).expect("stream").readable_bytes();
+    assert_eq!(refilled, 64 * 1024, "the sender resumed at once");
+    // And the whole transfer completes with periodic reads, each reopening the window.
+    while got.len() < data.len() {
+        let before = got.len();
+        p.server.read(sh, u64::MAX, &mut got);
+        p.run_until(p.now + Duration::from_millis(100));
+        assert!(
+            got.len() > before || got.len() == data.len(),
+            "stalled at {}",
+            got.len()
+        );
+    }
+    assert_eq!(got, data);
+    let retransmitted = p
+        .client
+        .stream(h)
+        .and_then(Stream::conn)
+        .map(|c| c.stats().timeouts);
+    assert_eq!(
+        retransmitted,
+        Some(0),
+        "no retransmission timeout was needed"
+    );
+}
+
+#[test]
+fn test_synsent_unreachable_aborts_at_once() {
+    let mut c = client();
+    let there = addr("192.0.2.2:6000");
+    let h = c.connect(Time::ZERO, there, None, 1, 1).expect("connect");
+    let other = c
+        .connect(Time::ZERO, addr("192.0.2.3:6000"), None, 1, 1)
+        .expect("connect");
+    let mut buf = vec![0u8; BUF];
+    while c.poll_transmit(Time::ZERO, &mut buf).is_some() {}
+    assert_eq!(c.handle_unreachable(Time::from_millis(1), there), 1);
+    assert_eq!(events(&mut c), vec![EndpointEvent::Aborted(h)]);
+    let reason = c
+        .stream(h)
+        .and_then(Stream::conn)
+        .and_then(Connection::abort_reason);
+    assert_eq!(reason, Some(crate::tcp::AbortReason::Unreachable));
+    assert!(
+        !c.stream(other).is_some_and(Stream::aborted),
+        "only the peer reported"
+    );
+}
+
+#[test]
+fn test_established_unreachable_is_a_soft_error() {
+    let mut p = Pair::new(|_| Some(Duration::ZERO));
+    let h = p.connect();
+    p.run_until(Time::from_millis(100));
+    assert_eq!(p.client.handle_unreachable(p.now, p.s_addr), 0);
+    assert!(p.client.stream(h).is_some_and(Stream::is_established));
+}
+
+/// Issue 17: an idle connection holds storage for what it buffers, not for its window.
+#[test]
+fn test_established_idle_connections_hold_little_storage() {
+    let mut p = Pair::new(|_| Some(Duration::ZERO));
+    let mut handles = Vec::new();
+    for _ in 0..20 {
+        let h = p.connect();
+        p.client.write(h, &pattern(60_000)).expect("write");
+        handles.push(h);
+    }
+    p.run_until(Time::from_secs(2));
+    let mut got = Vec::new();
+    for sh in p.server.handles().collect::<Vec<_>>() {
+        p.server.read(sh, u64::MAX, &mut got);
+    }
+    assert_eq!(got.len(), 20 * 60_000);
+    p.run_until(Time::from_secs(3));
+    for ep in [&mut p.server, &mut p.client] {
+        for h in ep.handles().collect::<Vec<_>>() {
+            ep.trim_storage(h);
+        }
+    }
+    let per_conn = (p.server.storage_bytes() + p.client.storage_bytes()) / 20;
+    assert_eq!(per_conn, 0, "nothing buffered, nothing held");
+}
+
+/// A peer that went away after closing: our FIN is all that is left, and the network's
+/// "port unreachable" ends the connection instead of the FIN's retransmissions (15 backed-off
+/// timeouts), so its state goes after the linger.
+#[test]
+fn test_established_unreachable_after_both_fins_sent_ends_the_connection() {
+    let mut p = Pair::new(|_| Some(Duration::ZERO));
+    let h = p.connect();
+    p.client.write(h, &pattern(10_000)).expect("write");
+    p.client.close(p.now, h);
+    p.run_until(Time::from_millis(300));
+    let sh = p.server.handles().next().expect("accepted");
+    let mut got = Vec::new();
+    p.server.read(sh, u64::MAX, &mut got);
+    assert!(p.server.stream(sh).is_some_and(Stream::at_eof));
+    // The client's process is gone: our FIN goes nowhere.
+    p.server.release(p.now, sh);
+    p.flush();
+    p.net.clear();
+    assert_eq!(p.server.handle_unreachable(p.now, p.c_addr), 1);
+    assert!(events(&mut p.server).contains(&EndpointEvent::Aborted(sh)));
+    p.run_until(p.now + Duration::from_secs(3));
+    assert_eq!(p.server.connection_count(), 0, "gone after the linger");
+}
