@@ -69,24 +69,7 @@ impl Experiment for Estimators {
     fn run(&self, opts: &ExpOptions, progress: &mut dyn FnMut(f64)) -> Result<Report, ExpError> {
         let t2: Table2Params = params::load(&opts.experiments_dir, table2::PARAMS)?;
         let p: EstimatorsParams = params::load(&opts.experiments_dir, PARAMS)?;
-        let mut seeds = if opts.seeds.is_empty() {
-            p.seeds.clone()
-        } else {
-            opts.seeds.clone()
-        };
-        let mut trace_params = p.traces.clone();
-        if opts.quick {
-            seeds.truncate(1);
-            trace_params.truncate(1);
-        }
-        if seeds.is_empty() {
-            return Err(ExpError::Input(format!("{PARAMS}: no seeds")));
-        }
-        let root = opts
-            .experiments_dir
-            .parent()
-            .unwrap_or(&opts.experiments_dir)
-            .to_path_buf();
+        let (seeds, trace_params, root) = params::run_plan(opts, &p.seeds, &p.traces, PARAMS)?;
         let mut report = Report::default();
         report.text(
             "ATP's estimators on new traces: percent of messages delivered before their timers \

@@ -1,10 +1,10 @@
 //! Parameter files of the NAI/ATP experiments (`experiments/nai/*.params`, TOML syntax), as plain serde
 //! structs. Units are in the names; "KB" is 1024 bytes throughout, for sizes and rates alike.
 
-use crate::ExpError;
+use crate::{ExpError, ExpOptions};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Bytes in the paper's "KB".
 pub const KB: f64 = 1024.0;
@@ -179,4 +179,35 @@ pub fn positive(value: f64, field: &str, file: &str) -> Result<f64, ExpError> {
             "{file}: field {field}: must be a finite number > 0, got {value}"
         )))
     }
+}
+
+/// What one run of a trace-driven NAI experiment covers: its seeds (the command line's, else
+/// the file's), its traces (the first seed and trace only with `--quick`) and the directory
+/// trace paths are relative to (the experiments directory's parent). No seed is an error
+/// naming `file`.
+pub fn run_plan(
+    opts: &ExpOptions,
+    file_seeds: &[u64],
+    file_traces: &[TraceParams],
+    file: &str,
+) -> Result<(Vec<u64>, Vec<TraceParams>, PathBuf), ExpError> {
+    let mut seeds = if opts.seeds.is_empty() {
+        file_seeds.to_vec()
+    } else {
+        opts.seeds.clone()
+    };
+    let mut traces = file_traces.to_vec();
+    if opts.quick {
+        seeds.truncate(1);
+        traces.truncate(1);
+    }
+    if seeds.is_empty() {
+        return Err(ExpError::Input(format!("{file}: no seeds")));
+    }
+    let root = opts
+        .experiments_dir
+        .parent()
+        .unwrap_or(&opts.experiments_dir)
+        .to_path_buf();
+    Ok((seeds, traces, root))
 }

@@ -34,24 +34,7 @@ impl Experiment for Table2 {
         let p: Table2Params = params::load(&opts.experiments_dir, PARAMS)?;
         let file = PARAMS;
         params::positive(p.duration_s, "duration_s", file)?;
-        let mut seeds = if opts.seeds.is_empty() {
-            p.seeds.clone()
-        } else {
-            opts.seeds.clone()
-        };
-        let mut trace_params = p.traces.clone();
-        if opts.quick {
-            seeds.truncate(1);
-            trace_params.truncate(1);
-        }
-        if seeds.is_empty() {
-            return Err(ExpError::Input(format!("{file}: no seeds")));
-        }
-        let root = opts
-            .experiments_dir
-            .parent()
-            .unwrap_or(&opts.experiments_dir)
-            .to_path_buf();
+        let (seeds, trace_params, root) = params::run_plan(opts, &p.seeds, &p.traces, file)?;
         let mut notes = Vec::new();
         let mut built = Vec::new();
         for t in &trace_params {
