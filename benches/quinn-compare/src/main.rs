@@ -9,8 +9,9 @@
 //! gives each transport's min / median / max Gbit/s, its median CPU s/GB and its median
 //! context switches (voluntary + involuntary, of the whole process) per GB.
 //!
-//! Run: `cargo run --release --manifest-path benches/quinn-compare/Cargo.toml [-- MB [RUNS]]`
-//! (default 256 MB per transport, one run). Not part of the workspace: quinn and rustls are
+//! Run: `cargo run --release --manifest-path benches/quinn-compare/Cargo.toml [-- MB [RUNS
+//! [ONLY]]]` (default 256 MB per transport, one run; `ONLY`, e.g. `quinn,atp`, runs just
+//! those of `tcp`, `quinn`, `atp`, `stream` — for profiling one transport). Not part of the workspace: quinn and rustls are
 //! heavy to build and nothing else needs them.
 
 use adaptnet_testbed::loopback::{self, CHUNK_BYTES, Measure};
@@ -86,20 +87,42 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn main() -> Result<()> {
     let mb: usize = std::env::args().nth(1).map_or(Ok(256), |s| s.parse())?;
     let runs: usize = std::env::args().nth(2).map_or(Ok(1), |s| s.parse())?;
+    let only: Option<String> = std::env::args().nth(3);
+    let wanted = |key: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|k| k == key))
+    };
     let total = mb << 20;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut all: Vec<Vec<(Measure, u64)>> = Vec::new();
     for run in 1..=runs {
-        let rows = vec![
-            switches(async { Ok(loopback::kernel_tcp(total).await?) }).await?,
-            switches(loopback::measure("quinn (QUIC)", quinn_bulk(total))).await?,
-            switches(async { Ok(loopback::atp(total).await?) }).await?,
-            switches(async { Ok(loopback::stream(total).await?) }).await?,
-        ];
-        let base = rows[0].0.gbit_per_s();
+        let mut rows = Vec::new();
+        if wanted("tcp") {
+            rows.push(switches(async { Ok(loopback::kernel_tcp(total).await?) }).await?);
+        }
+        if wanted("quinn") {
+            rows.push(switches(loopback::measure("quinn (QUIC)", quinn_bulk(total))).await?);
+        }
+        if wanted("atp") {
+            rows.push(switches(async { Ok(loopback::atp(total).await?) }).await?);
+        }
+        if wanted("stream") {
+            rows.push(switches(async { Ok(loopback::stream(total).await?) }).await?);
+        }
+        // The ratio's base: kernel TCP when it ran, else the first transport.
+        let base = rows.first().map_or(f64::NAN, |r| r.0.gbit_per_s());
         println!(
             "run {run}: {:<32} {:>6} {:>8} {:>9} {:>12} {:>14}",
-            "transport", "MB", "Gbit/s", "CPU s/GB", "ctx sw/GB", "vs kernel TCP"
+            "transport",
+            "MB",
+            "Gbit/s",
+            "CPU s/GB",
+            "ctx sw/GB",
+            if wanted("tcp") {
+                "vs kernel TCP"
+            } else {
+                "vs first row"
+            }
         );
         for (r, cs) in &rows {
             println!(

@@ -12,6 +12,8 @@ use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
 use adaptnet_runtime::{ConnectError, ConnectionError, SendError};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
@@ -133,6 +135,15 @@ pub async fn kernel_tcp(total: usize) -> Result<Measure, BenchError> {
 /// Where the loopback runs bind: 127.0.0.1, any port.
 const LOOPBACK: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 0);
 
+/// What the receiving side of [`messages`] has counted.
+#[derive(Default)]
+struct Received {
+    bytes: AtomicU64,
+    messages: AtomicUsize,
+    /// Notified when the last message is in.
+    all: tokio::sync::Notify,
+}
+
 /// 64 KB messages over a message transport, at most 256 (16 MB) awaiting their outcome, as
 /// an application would keep; the run and the sender's counters at its end.
 async fn messages(
@@ -148,31 +159,30 @@ async fn messages(
     let mut recv_server = Vec::new();
     let m = measure(name, async {
         // The server takes every connection (NAI-MTCPk opens several) and counts the bytes
-        // of the whole messages it receives, until it has them all.
+        // of the whole messages it receives, until it has them all. Each connection's reader
+        // counts for itself (no hand-off to another task per message: the receiving
+        // application is one task per connection, as quinn's is one per stream).
         let recv = tokio::spawn(async move {
-            let mut bytes = 0u64;
-            let mut received = 0;
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<u64>(OUTSTANDING);
-            while received < count {
+            let got = Arc::new(Received::default());
+            // Nothing to wait for when no message is sent.
+            while got.messages.load(Ordering::Acquire) < count {
                 tokio::select! {
                     c = server.accept() => {
                         let Some(c) = c else { break };
-                        let tx = tx.clone();
+                        let got = got.clone();
                         tokio::spawn(async move {
                             while let Ok(m) = c.recv().await {
-                                if tx.send(m.data.len() as u64).await.is_err() {
-                                    break;
+                                got.bytes.fetch_add(m.data.len() as u64, Ordering::Relaxed);
+                                if got.messages.fetch_add(1, Ordering::AcqRel) + 1 == count {
+                                    got.all.notify_one();
                                 }
                             }
                         });
                     }
-                    Some(n) = rx.recv() => {
-                        bytes += n;
-                        received += 1;
-                    }
+                    () = got.all.notified() => break,
                 }
             }
-            (bytes, server)
+            (got.bytes.load(Ordering::Acquire), server)
         });
         let mut pending: VecDeque<MessageHandle> = VecDeque::new();
         for _ in 0..count {

@@ -29,6 +29,9 @@
 
 mod app;
 mod driver;
+mod state;
+#[cfg(test)]
+mod tests;
 
 use crate::message::{Endpoint, EndpointOptions, TransportOptions};
 use adaptnet_core::atp::endpoint::{EndpointConfig, EndpointStats};

@@ -84,6 +84,22 @@ impl Control {
     }
 }
 
+/// A transport that admits messages in the caller's task, without a round trip through the
+/// driver's command queue: ATP, whose core connection the driver and the send path share
+/// under a short lock (as quinn's streams write into their connection's state and only wake
+/// its driver). Admission is still core's; the driver is woken to send what was admitted.
+pub(crate) trait DirectSend: Send + Sync + std::fmt::Debug {
+    /// Submits a message on connection `conn`'s `queue`, as [`ConnOp::Send`] would; `None`
+    /// if the connection is gone (the caller reports its end).
+    fn send(
+        &self,
+        conn: u64,
+        queue: QueueId,
+        data: Vec<u8>,
+        opts: SendOptions,
+    ) -> Option<Result<Submitted, SendError>>;
+}
+
 /// An admitted message, as the driver hands it back: its id and where its outcome (and the
 /// moment the transport took its last byte) will be told.
 pub(crate) struct Submitted {

@@ -1,7 +1,7 @@
 //! The application's handles: [`Connection`] (cheap to clone; the last one dropped closes
 //! the connection) and [`MessageHandle`] (one per submitted message, with its one outcome).
 
-use super::command::{Command, ConnOp, Control, Submitted};
+use super::command::{Command, ConnOp, Control, DirectSend, Submitted};
 use super::queue::{EventQueue, Inbox, InboxStats};
 use super::{ConnectionEvent, ConnectionStats, Message, Transport};
 use crate::driver;
@@ -19,6 +19,8 @@ pub(crate) struct ConnShared {
     pub(crate) peer: SocketAddr,
     pub(crate) transport: Transport,
     pub(crate) cmd: mpsc::Sender<Command>,
+    /// Where sends are admitted without the command queue, if the transport can.
+    pub(crate) direct: Option<Arc<dyn DirectSend>>,
     pub(crate) driver: Arc<driver::Shared>,
     pub(crate) inbox: Arc<Inbox>,
     pub(crate) events: Arc<EventQueue>,
@@ -99,14 +101,28 @@ impl Connection {
         data: Vec<u8>,
         opts: SendOptions,
     ) -> Result<MessageHandle, SendError> {
-        let s: Submitted = self
-            .call(|reply| ConnOp::Send {
-                queue,
-                data,
-                opts,
-                reply,
-            })
-            .await??;
+        let s: Submitted = match &self.0.direct {
+            Some(direct) => {
+                // Admitted at once, so a loop of sends would otherwise never give its thread
+                // back: yield here when the task's scheduling budget is spent.
+                tokio::task::coop::consume_budget().await;
+                if let Some(e) = self.close_reason() {
+                    return Err(e.into());
+                }
+                direct
+                    .send(self.0.id, queue, data, opts)
+                    .ok_or_else(|| self.lost())??
+            }
+            None => {
+                self.call(|reply| ConnOp::Send {
+                    queue,
+                    data,
+                    opts,
+                    reply,
+                })
+                .await??
+            }
+        };
         Ok(MessageHandle {
             id: s.id,
             conn: self.clone(),

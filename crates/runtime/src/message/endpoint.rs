@@ -3,7 +3,6 @@
 use super::command::Command;
 use super::port::Handles;
 use super::{Connection, EndpointOptions, EndpointStats, Transport, TransportOptions};
-use crate::clock::Clock;
 use crate::driver::{self, Protocol, Timekeeper};
 use crate::error::{ConnectError, EndpointClosed};
 use std::io;
@@ -60,8 +59,9 @@ impl Wiring {
             handles,
         } = self;
         let shared = handles.driver.clone();
+        let clock = handles.clock;
         let proto = make(incoming, handles)?;
-        let time = Timekeeper::new(Clock::new());
+        let time = Timekeeper::new(clock);
         tokio::spawn(driver::run(proto, time, commands, shared, shutdown_timeout));
         Ok(())
     }

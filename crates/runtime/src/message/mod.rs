@@ -25,7 +25,9 @@
 //! runtime stops, as with quinn.
 //!
 //! # Bounds (all in [`EndpointOptions`])
-//! * requests waiting for the driver: `command_queue_len` (callers wait);
+//! * requests waiting for the driver: `command_queue_len` (callers wait). ATP admits a
+//!   send in the caller's task instead (core's connection under a short lock; the driver is
+//!   only woken to send it), so its sends never queue here;
 //! * connections not yet accepted: `accept_queue_len` (beyond, refused);
 //! * per connection, received and not read: `message_queue_len` messages and
 //!   `unread_bytes_max` bytes; events: `event_queue_len` (beyond, the oldest dropped and
@@ -150,7 +152,8 @@ pub struct EndpointOptions {
     pub transport: TransportOptions,
     /// Whether peers may connect (a server can connect out as well).
     pub server: bool,
-    /// Requests from handles queued for the driver; callers wait beyond.
+    /// Requests from handles queued for the driver; callers wait beyond. (ATP's sends do
+    /// not queue: they are admitted in the caller's task.)
     pub command_queue_len: usize,
     /// Connections established and not yet taken by [`Endpoint::accept`]; beyond, new ones
     /// are refused (closed at once).

@@ -3,10 +3,11 @@
 //! driver makes a [`Port`] and the application's [`Connection`] together
 //! ([`Handles::open`]) and keeps only the port.
 
-use super::command::{Command, Submitted};
+use super::command::{Command, DirectSend, Submitted};
 use super::connection::ConnShared;
 use super::queue::{EventQueue, Inbox};
 use super::{Connection, ConnectionEvent, EndpointOptions, Message, Transport};
+use crate::clock::Clock;
 use crate::driver;
 use crate::error::ConnectionError;
 use adaptnet_core::nai::{MessageId, NaiEvent, Outcome};
@@ -21,6 +22,12 @@ pub(crate) struct Handles {
     pub(crate) cmd: mpsc::Sender<Command>,
     pub(crate) driver: Arc<driver::Shared>,
     pub(crate) transport: Transport,
+    /// The endpoint's clock: the driver's time, and the send path's where it admits
+    /// messages itself.
+    pub(crate) clock: Clock,
+    /// Where connections' sends are admitted without the command queue, if the transport
+    /// can ([`DirectSend`]); set by the driver before it opens a connection.
+    pub(crate) direct: Option<Arc<dyn DirectSend>>,
     message_queue_len: usize,
     unread_bytes_max: u64,
     event_queue_len: usize,
@@ -36,6 +43,8 @@ impl Handles {
             cmd,
             driver,
             transport: options.transport(),
+            clock: Clock::new(),
+            direct: None,
             message_queue_len: options.message_queue_len,
             unread_bytes_max: options.unread_bytes_max,
             event_queue_len: options.event_queue_len,
@@ -65,6 +74,7 @@ impl Handles {
             peer,
             transport: self.transport,
             cmd: self.cmd.clone(),
+            direct: self.direct.clone(),
             driver: self.driver.clone(),
             inbox,
             events,
