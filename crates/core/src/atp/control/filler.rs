@@ -4,6 +4,18 @@
 //! rate the train actually left at, it says whether the link took that rate or measured the
 //! bottleneck (Keshav, SIGCOMM 1991; Dovrolis, Ramanathan and Moore, INFOCOM 2001: the
 //! dispersion of a train sent faster than the bottleneck is the bottleneck's).
+//!
+//! A path that answers nothing gets no full trains. A train with no report at all (not even
+//! a partial one: a lossy path still answers) before its grace ran out, or a stall of the
+//! path's acknowledgements (see [`Filler::enter_silence`]), makes the filler *silent*: it
+//! then sends only **pings** — trains of two PROBE datagrams without padding, whose report
+//! proves the path carries datagrams again — at an interval that starts at the outage
+//! interval and doubles per unanswered ping up to a cap, as TCP backs off its
+//! retransmission timer (RFC 6298 §5.5) and the session's liveness its PINGs. A ping's
+//! report ends the silence and the full train follows at once (one round trip later than
+//! without the ping); if that train too gets no report (a path that passes small datagrams
+//! but not full ones), the silence resumes where its backoff was, so full trains into a
+//! path that never answers them go at most once per capped interval.
 
 use crate::spp::wire::{ProbeHeader, ProbeReport};
 use crate::spp::{SppDatagram, SppRepr};
@@ -30,6 +42,35 @@ struct Train {
     /// DATA bytes sent between the train's first and last datagram: they crossed the
     /// bottleneck within the train's span, so they count in its dispersion.
     data_bytes: u64,
+    /// A ping: two unpadded datagrams that only ask whether the path answers.
+    ping: bool,
+    /// Some report of it arrived, even a partial one.
+    answered: bool,
+}
+
+/// Whether the path answers the filler's trains.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Hearing {
+    /// Trains get reports: full trains at their interval.
+    Heard,
+    /// No answer: only pings, the next one `interval` after the last.
+    Silent { interval: Duration },
+    /// A ping was answered: the next train is full; unanswered, the silence resumes with
+    /// `interval` doubled.
+    Answered { interval: Duration },
+}
+
+/// The silent filler's ping intervals: the first, and the cap the doubling stops at.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PingBackoff {
+    pub(crate) first: Duration,
+    pub(crate) max: Duration,
+}
+
+impl PingBackoff {
+    fn double(self, interval: Duration) -> Duration {
+        interval.saturating_mul(2).min(self.max.max(self.first))
+    }
 }
 
 /// The filler's state: at most one train at a time.
@@ -43,10 +84,17 @@ pub(crate) struct Filler {
     datagram_bytes: u16,
     trains: u64,
     packets: u64,
+    pings: u64,
+    hearing: Hearing,
+    backoff: PingBackoff,
+    /// The latest train given up without a report, and whether it was a ping: a report of
+    /// it that comes after all (a queue delayed it past its grace) still shows the path
+    /// answers.
+    overdue: Option<(u32, bool)>,
 }
 
 impl Filler {
-    pub(crate) fn new(now: Time, datagram_bytes: u16) -> Filler {
+    pub(crate) fn new(now: Time, datagram_bytes: u16, backoff: PingBackoff) -> Filler {
         Filler {
             next_at: now,
             train: None,
@@ -56,19 +104,57 @@ impl Filler {
             datagram_bytes,
             trains: 0,
             packets: 0,
+            pings: 0,
+            hearing: Hearing::Heard,
+            backoff,
+            overdue: None,
         }
     }
 
-    fn datagram(&self, id: u32, index: u8) -> SppDatagram {
+    /// Datagram `index` of train `id`: padded to a full datagram, or bare for a ping.
+    fn datagram(&self, id: u32, index: u8, ping: bool) -> SppDatagram {
         let repr = SppRepr::Probe(ProbeHeader {
             probe_id: id,
             index,
         });
-        let pad = usize::from(self.datagram_bytes).saturating_sub(repr.buffer_len());
+        let pad = if ping {
+            0
+        } else {
+            usize::from(self.datagram_bytes).saturating_sub(repr.buffer_len())
+        };
         SppDatagram {
             repr,
             payload_len: crate::convert::usize_u32_sat(pad),
         }
+    }
+
+    /// Bytes of one datagram of train `t`.
+    fn datagram_len(&self, t: &Train) -> u64 {
+        self.datagram(t.id, 0, t.ping).wire_len() as u64
+    }
+
+    /// Whether only pings go (the path has not answered since its last silence).
+    pub(crate) fn silent(&self) -> bool {
+        matches!(self.hearing, Hearing::Silent { .. })
+    }
+
+    /// The path stopped answering (the control saw its acknowledgements stall): no full
+    /// train until a ping is answered. A full train being sent or awaiting its report is
+    /// given up — it went into the stall — and the first ping is due within the first
+    /// backoff interval. Already silent: nothing changes (the backoff goes on).
+    pub(crate) fn enter_silence(&mut self, now: Time) {
+        let interval = match self.hearing {
+            Hearing::Heard => self.backoff.first,
+            Hearing::Answered { interval } => interval,
+            Hearing::Silent { .. } => return,
+        };
+        self.hearing = Hearing::Silent { interval };
+        if let Some(t) = self.train.filter(|t| !t.ping) {
+            self.train = None;
+            self.overdue = Some((t.id, false));
+        }
+        self.successes = 0;
+        self.next_at = self.next_at.min(now.saturating_add(interval));
     }
 
     /// Whether a filler datagram is due at `now`.
@@ -98,31 +184,42 @@ impl Filler {
         self.packets
     }
 
-    /// The next datagram: a new train of `packets` at `rate`, or the current one's next.
+    pub(crate) fn pings(&self) -> u64 {
+        self.pings
+    }
+
+    /// The next datagram: a new train of `packets` at `rate` (a ping while silent), or the
+    /// current one's next.
     pub(crate) fn poll(&mut self, now: Time, rate: f64, packets: u8) -> Option<SppDatagram> {
         if !self.due(now) || packets < 2 || !(rate.is_finite() && rate > 0.0) {
             return None;
         }
+        let ping = self.silent();
         let train = self.train.get_or_insert_with(|| {
             let id = self.next_id;
             self.next_id = self.next_id.wrapping_add(1) | (1 << 31);
             self.trains += 1;
+            if ping {
+                self.pings += 1;
+            }
             Train {
                 id,
                 rate,
-                packets,
+                packets: if ping { 2 } else { packets },
                 sent: 0,
                 first: now,
                 last: now,
                 data_bytes: 0,
+                ping,
+                answered: false,
             }
         });
         let index = train.sent;
         train.sent += 1;
         train.last = now;
-        let id = train.id;
+        let (id, ping) = (train.id, train.ping);
         self.packets += 1;
-        Some(self.datagram(id, index))
+        Some(self.datagram(id, index, ping))
     }
 
     /// DATA of `bytes` went out. Within a train it joins the train's dispersion (a light
@@ -137,15 +234,20 @@ impl Filler {
             return;
         };
         t.data_bytes = t.data_bytes.saturating_add(bytes);
-        let own = u64::from(t.packets) * u64::from(self.datagram_bytes);
+        let t = *t;
+        let own = u64::from(t.packets) * self.datagram_len(&t);
         if t.data_bytes > own {
             self.train = None;
+            if t.ping {
+                self.overdue = Some((t.id, true));
+            }
             self.successes = 0;
             self.next_at = now.saturating_add(interval);
         }
     }
 
-    /// The receiver's report. Only a whole train's report gives a verdict.
+    /// The receiver's report. Only a whole train's report gives a verdict; any report of a
+    /// ping (even one past its grace) ends a silence, and the full train is due at once.
     pub(crate) fn on_report(
         &mut self,
         now: Time,
@@ -153,11 +255,30 @@ impl Filler {
         taken_fraction: f64,
         interval: Duration,
     ) -> Option<TrainVerdict> {
-        let t = self.train?;
-        if report.probe_id != t.id || t.sent < t.packets || report.gap_ns == 0 {
+        if let Some((id, ping)) = self.overdue
+            && id == report.probe_id
+        {
+            self.overdue = None;
+            self.hear(now, ping);
             return None;
         }
-        let size = self.datagram(t.id, 0).wire_len() as u64;
+        let t = self.train.as_mut()?;
+        if report.probe_id != t.id {
+            return None;
+        }
+        t.answered = true;
+        let t = *t;
+        if t.ping {
+            self.train = None;
+            self.hear(now, true);
+            return None;
+        }
+        // Any report of a full train, a partial one too: the path carries full datagrams.
+        self.hear(now, false);
+        if t.sent < t.packets || report.gap_ns == 0 {
+            return None;
+        }
+        let size = self.datagram_len(&t);
         let whole = u64::from(t.packets - 1) * size;
         if u64::from(report.bytes) < whole {
             return None;
@@ -183,6 +304,25 @@ impl Filler {
         }
     }
 
+    /// DATA was acknowledged: like a ping's report, the path answers again (after an outage
+    /// the first acknowledgement of a retransmission often comes before any ping's report).
+    pub(crate) fn on_acked(&mut self, now: Time) {
+        self.hear(now, true);
+    }
+
+    /// A report of a ping (`ping`) or of a full train arrived. A ping's ends a silence, and
+    /// the full train is due at once; a full train's shows the path carries full datagrams.
+    fn hear(&mut self, now: Time, ping: bool) {
+        self.hearing = match (self.hearing, ping) {
+            (Hearing::Silent { interval }, true) => {
+                self.next_at = now;
+                Hearing::Answered { interval }
+            }
+            (Hearing::Silent { .. } | Hearing::Answered { .. }, false) => Hearing::Heard,
+            (h, _) => h,
+        };
+    }
+
     /// When a sent train's report is overdue: two smoothed RTTs after its last datagram, and
     /// at least 10 ms.
     pub(crate) fn poll_timeout(&self, srtt: Duration) -> Option<Time> {
@@ -205,15 +345,41 @@ impl Filler {
         srtt.saturating_mul(2).max(Duration::from_millis(10))
     }
 
-    /// Gives up a train whose report is overdue (a datagram or the report was lost).
+    /// Gives up a train whose report is overdue (a datagram or the report was lost). With
+    /// no report at all the path may not answer: the filler goes (or stays) silent, and the
+    /// next ping is due a backoff interval after this train began.
     pub(crate) fn handle_timeout(&mut self, now: Time, srtt: Duration, interval: Duration) {
-        if let Some(t) = self.train
-            && t.sent >= t.packets
-            && now >= t.last.saturating_add(Self::grace(srtt))
-        {
-            self.train = None;
-            self.successes = 0;
-            self.next_at = now.saturating_add(interval);
+        let Some(t) = self.train else {
+            return;
+        };
+        if t.sent < t.packets || now < t.last.saturating_add(Self::grace(srtt)) {
+            return;
         }
+        self.train = None;
+        self.successes = 0;
+        if !t.answered {
+            self.overdue = Some((t.id, t.ping));
+        }
+        if t.answered {
+            // A lossy path: it answers, so the usual interval.
+            self.next_at = now.saturating_add(interval);
+            return;
+        }
+        let backoff = self.backoff;
+        let (wait, next) = match self.hearing {
+            // The first unanswered train: a ping at the usual time (not sooner: a lost first
+            // datagram is not an outage), and within the first backoff interval.
+            Hearing::Heard => {
+                let first = backoff.first;
+                self.next_at = now.saturating_add(interval.min(first));
+                self.hearing = Hearing::Silent { interval: first };
+                return;
+            }
+            Hearing::Silent { interval } | Hearing::Answered { interval } => {
+                (interval, backoff.double(interval))
+            }
+        };
+        self.next_at = t.first.saturating_add(wait).max(now);
+        self.hearing = Hearing::Silent { interval: next };
     }
 }

@@ -62,7 +62,16 @@
 //! only filler trains can find the path again: until a train measures it, they go at least
 //! every `filler_outage_interval` whatever the estimate, paced from the rate the outage
 //! started from, so a path that returns is found within a second or two, not the minute a
-//! share of the collapsed estimate would space them by.
+//! share of the collapsed estimate would space them by. But a path that answers nothing gets
+//! no full-size datagrams (issue 18 item 4: "a silent peer is probed with small packets on a
+//! backed-off schedule"): a stall, or a train with no report at all, makes the filler
+//! *silent*, and it sends only pings — two unpadded PROBE datagrams — at intervals doubling
+//! from `filler_outage_interval` to `filler_silent_max_interval`, as TCP backs off its
+//! retransmission timer (RFC 6298 §5.5). A ping's report ends the silence and the full
+//! train, paced from the rate before the outage, follows at once: recovery costs one round
+//! trip more. A one-way outage needs this: the peer's own traffic still arrives, so the
+//! session never calls the peer silent, and the filler would otherwise send full trains into
+//! the dead direction for as long as the outage lasts.
 //!
 //! Until the first evidence of the path's rate (STARTUP ends: the queue formed, the rate
 //! stopped growing, or a filler train measured the bottleneck) there is no estimate
@@ -131,8 +140,13 @@ pub struct ControlConfig {
     /// Shortest time between filler trains while nothing rises.
     pub filler_min_interval: Duration,
     /// Longest time between filler trains while the estimate is collapsed by stalls (see
-    /// [`RateControl::handle_timeout`]): a returning path is found within about this long.
+    /// [`RateControl::handle_timeout`]), and the first interval between the pings of a
+    /// silent filler (no report, or a stall: see the module documentation).
     pub filler_outage_interval: Duration,
+    /// The cap on a silent filler's ping interval, which doubles per unanswered ping from
+    /// `filler_outage_interval`: a path that returns is found within about this long plus a
+    /// round trip.
+    pub filler_silent_max_interval: Duration,
     /// A train that arrived slower than this fraction of the rate it was sent at measured the
     /// bottleneck; faster, the link took it.
     pub filler_taken_fraction: f64,
@@ -176,6 +190,12 @@ impl Default for ControlConfig {
             // returning one found within a second or two (RFC 6298's one-second initial RTO
             // is the same bargain between a dead path's cost and a live one's delay).
             filler_outage_interval: Duration::from_millis(500),
+            // The session's liveness backs off its PINGs to a silent peer to the same 1 s
+            // (`LivenessConfig::probe_interval_max`, RFC 6298's initial RTO): a ping is two
+            // 7-byte PROBE headers, ~100 B with UDP/IP, so a second costs ~100 B/s into a dead
+            // direction, and a longer cap would save almost nothing while delaying the
+            // recovery from an outage by up to the cap.
+            filler_silent_max_interval: Duration::from_secs(1),
             filler_taken_fraction: 0.9,
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
@@ -207,8 +227,10 @@ pub struct ControlStats {
     pub stalls: u64,
     /// Filler trains sent.
     pub filler_trains: u64,
-    /// Filler datagrams sent.
+    /// Filler datagrams sent (pings' included).
     pub filler_packets: u64,
+    /// Ping trains (two unpadded datagrams) a silent filler sent.
+    pub filler_pings: u64,
     /// Filler trains that measured the bottleneck (arrived slower than sent).
     pub filler_capacity_samples: u64,
 }
@@ -271,7 +293,11 @@ pub struct RateControl {
 impl RateControl {
     /// A control starting at `now` for datagrams of at most `mtu_bytes`.
     pub fn new(config: ControlConfig, mtu_bytes: u16, now: Time) -> RateControl {
-        let filler = Filler::new(now, mtu_bytes);
+        let backoff = filler::PingBackoff {
+            first: config.filler_outage_interval,
+            max: config.filler_silent_max_interval,
+        };
+        let filler = Filler::new(now, mtu_bytes, backoff);
         RateControl {
             config,
             mtu: f64::from(mtu_bytes.max(1)),
@@ -323,6 +349,7 @@ impl RateControl {
         let mut s = self.stats;
         s.filler_trains = self.filler.trains();
         s.filler_packets = self.filler.packets();
+        s.filler_pings = self.filler.pings();
         s
     }
 
@@ -511,6 +538,7 @@ impl RateControl {
         }
         self.delivered = self.delivered.saturating_add(acked_bytes);
         self.delivery.on_ack(now, self.delivered);
+        self.filler.on_acked(now);
         self.update_ack_aggregation(now, acked_bytes);
         self.last_ack_at = Some(now);
         self.first_unacked_send = None;
@@ -871,6 +899,9 @@ impl RateControl {
             }
             let halved = 0.5 * before;
             self.bw.reset(now, halved);
+            // The path answers nothing: a full train would go into the same silence (and
+            // at a collapsed estimate, every `filler_outage_interval`); pings find it.
+            self.filler.enter_silence(now);
             // Time the next halving from now; regrow by STARTUP once the path answers.
             self.last_ack_at = Some(now);
             self.first_unacked_send = None;

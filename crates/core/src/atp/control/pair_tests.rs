@@ -49,6 +49,9 @@ struct Pair {
     same_instant: u64,
     /// The bottleneck queue's bound, packets.
     queue_packets: usize,
+    /// (time, wire bytes, the control's stall count then) of every PROBE datagram the
+    /// sender sent (the filler's).
+    probes: Vec<(Time, usize, u64)>,
 }
 
 impl Pair {
@@ -87,6 +90,7 @@ impl Pair {
             bucket_wait: None,
             same_instant: 0,
             queue_packets: QUEUE_PACKETS,
+            probes: Vec::new(),
         }
     }
 
@@ -149,6 +153,10 @@ impl Pair {
     fn pump(&mut self) {
         let now = self.now;
         while let Some(d) = self.tx.poll_transmit(now) {
+            if matches!(d.repr, crate::spp::SppRepr::Probe(_)) {
+                let stalls = self.tx.control().map_or(0, |c| c.stats().stalls);
+                self.probes.push((now, d.wire_len(), stalls));
+            }
             if self.queue.len() >= self.queue_packets {
                 self.drops += 1;
             } else {
@@ -556,7 +564,38 @@ fn test_one_way_outage_is_recovered_within_two_seconds() {
         let e = p.estimate_at(t);
         assert!(near(e), "{t}: {:.1} kB/s", e / 1e3);
     }
-    // Filler into the dead direction stays small: under 2 trains (16 datagrams) a second.
-    let packets = during.filler_packets - before.filler_packets;
-    assert!(packets <= 16 * 15, "{packets} filler datagrams in 15 s");
+    // Into the dead direction: once the first stall of the outage showed the path silent,
+    // only pings (two bare PROBE headers at intervals of 0.5 s, then 1 s: at most 2 + 15 of
+    // them in 15 s), never a full-size datagram; before it at most the one full train that
+    // was under way. Each datagram counted with 48 B of UDP/IPv6 headers.
+    let dead: Vec<(Time, usize, u64)> = p
+        .probes
+        .iter()
+        .copied()
+        .filter(|&(t, _, _)| t >= down && t < up)
+        .collect();
+    let silent: Vec<(Time, usize, u64)> = dead
+        .iter()
+        .copied()
+        .filter(|&(_, _, stalls)| stalls > before.stalls)
+        .collect();
+    let full = dead.len() - silent.len();
+    assert!(
+        full <= 8,
+        "{full} full-size datagrams before the first stall"
+    );
+    assert!(
+        silent.iter().all(|&(_, len, _)| len < 64),
+        "a full-size probe after the first stall: {silent:?}"
+    );
+    let pings = during.filler_pings - before.filler_pings;
+    assert!(pings <= 17, "{pings} pings in 15 s");
+    let bytes = |v: &[(Time, usize, u64)]| v.iter().map(|&(_, len, _)| len + 48).sum::<usize>();
+    let (all_rate, silent_rate) = (bytes(&dead) as f64 / 15.0, bytes(&silent) as f64 / 15.0);
+    eprintln!(
+        "filler into the dead direction: {all_rate:.0} B/s ({full} full-size datagrams), \
+         after the first stall {silent_rate:.0} B/s ({pings} pings)"
+    );
+    assert!(all_rate < 1_000.0, "{all_rate} B/s");
+    assert!(silent_rate < 150.0, "{silent_rate} B/s");
 }

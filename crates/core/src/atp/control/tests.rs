@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::spp::SppRepr;
+use crate::spp::wire::ProbeHeader;
 
 const MTU: u16 = 1472;
 
@@ -153,14 +154,9 @@ fn test_bunched_acknowledgements_do_not_inflate_the_estimate() {
     assert!(after <= 1.25 * 1.25 * before, "{before} -> {after}");
 }
 
-/// After an outage's stalls collapse the estimate, filler trains are spaced by at most
-/// `filler_outage_interval` (not a share of the collapsed estimate: a minute at the floor)
-/// and paced from the rate before the outage; a train's verdict ends it.
-#[test]
-fn test_collapsed_estimate_keeps_filler_trains_frequent_and_paced_from_before() {
-    let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    let full = c.bottleneck_bytes_per_s();
+/// Collapses `c`'s estimate with twelve stalls (an outage under data in flight) and returns
+/// the time after them.
+fn collapse(c: &mut RateControl, now: Time) -> Time {
     c.on_sent(now, u64::from(MTU));
     c.set_in_flight(10);
     let mut t = now;
@@ -168,36 +164,184 @@ fn test_collapsed_estimate_keeps_filler_trains_frequent_and_paced_from_before() 
         t = c.poll_timeout().expect("a stall check");
         c.handle_timeout(t);
     }
-    assert!(c.bottleneck_bytes_per_s() < full / 1000.0);
-    let outage = ControlConfig::default().filler_outage_interval;
-    // Two trains, each lost (no report): the next is due within the outage interval.
-    for _ in 0..2 {
-        let next = c.filler_due().expect("a train is due");
-        assert!(next <= t + outage, "{next} after {t}");
-        t = t.max(next);
-        assert!(c.poll_filler(t).is_some(), "a train");
-        assert!(c.pacing_rate() >= full, "{} < {full}", c.pacing_rate());
-        while c.poll_filler(t).is_some() {
-            t += Duration::from_micros(100);
+    t
+}
+
+/// Runs `c`'s timers and filler (no report ever arrives) from `from` to `to`; every filler
+/// datagram with its time. Datagrams of a train go 10 µs apart.
+fn run_unanswered(c: &mut RateControl, from: Time, to: Time) -> Vec<(Time, SppDatagram)> {
+    let mut t = from;
+    let mut sent = Vec::new();
+    loop {
+        while let Some(d) = c.poll_filler(t) {
+            sent.push((t, d));
+            t += Duration::from_micros(10);
         }
-        t = c.poll_timeout().expect("the report is overdue");
+        let next = [c.poll_timeout(), c.filler_due()]
+            .into_iter()
+            .flatten()
+            .min()
+            .expect("a timer");
+        if next >= to {
+            return sent;
+        }
+        t = t.max(next);
         c.handle_timeout(t);
     }
-    // A report: the link is back at 600 kB/s.
-    let next = c.filler_due().expect("a train is due");
-    t = t.max(next);
+}
+
+/// The probe id and index of a filler datagram.
+fn probe(d: &SppDatagram) -> ProbeHeader {
+    let SppRepr::Probe(h) = d.repr else {
+        panic!("a probe: {d:?}")
+    };
+    h
+}
+
+/// The first datagram's time and the probe id of each train in `sent`.
+fn trains(sent: &[(Time, SppDatagram)]) -> Vec<(Time, u32, usize)> {
+    let mut out: Vec<(Time, u32, usize)> = Vec::new();
+    for (t, d) in sent {
+        let h = probe(d);
+        match out.last_mut() {
+            Some(last) if last.1 == h.probe_id => last.2 += 1,
+            _ => out.push((*t, h.probe_id, 1)),
+        }
+    }
+    out
+}
+
+/// After an outage's stalls collapse the estimate, the filler is silent: it sends only pings
+/// (two PROBE datagrams without padding) at intervals doubling from
+/// `filler_outage_interval` up to `filler_silent_max_interval`, never a full-size datagram.
+/// A ping's report ends the silence: a full train follows at once, paced from the rate
+/// before the outage, and its verdict measures the path.
+#[test]
+fn test_collapsed_filler_pings_small_and_backed_off_then_a_full_train_measures() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let full = c.bottleneck_bytes_per_s();
+    let t = collapse(&mut c, now);
+    assert!(c.bottleneck_bytes_per_s() < full / 1000.0);
+    let config = ControlConfig::default();
+    let sent = run_unanswered(&mut c, t, t + Duration::from_secs(10));
+    assert!(
+        sent.iter().all(|(_, d)| d.payload_len == 0),
+        "only unpadded pings"
+    );
+    let pings = trains(&sent);
+    assert!(pings.iter().all(|p| p.2 == 2), "{pings:?}");
+    let gaps: Vec<Duration> = pings.windows(2).map(|w| w[1].0 - w[0].0).collect();
+    let mut want = config.filler_outage_interval;
+    for g in &gaps {
+        assert!(g.abs_diff(want) < Duration::from_millis(1), "gaps {gaps:?}");
+        want = (want * 2).min(config.filler_silent_max_interval);
+    }
+    // 0.5 s, then the 1 s cap: about ten pings in 10 s (plus the first, at the stall).
+    assert!((9..=12).contains(&pings.len()), "{pings:?}");
+    assert_eq!(c.stats().filler_pings, pings.len() as u64);
+    // The last ping is answered (late, past its grace): the full train goes at once.
+    let (_, id, _) = *pings.last().expect("pings");
+    let mut t = c.filler_due().map_or(sent[sent.len() - 1].0, |d| d.max(t));
+    t += Duration::from_millis(300);
+    c.handle_timeout(t);
+    c.on_report(
+        t,
+        &ProbeReport {
+            probe_id: id,
+            gap_ns: 1_000,
+            bytes: 7,
+        },
+    );
+    assert_eq!(c.filler_due(), Some(t), "a full train at once");
     let mut first = None;
+    let mut n = 0;
     while let Some(d) = c.poll_filler(t) {
+        assert_eq!(d.wire_len(), usize::from(MTU));
+        if first.is_none() {
+            // The train's first datagram fixed its pace: the rate before the outage.
+            assert!(c.pacing_rate() >= full, "{} < {full}", c.pacing_rate());
+        }
         first.get_or_insert(d);
+        n += 1;
         t += Duration::from_micros(100);
     }
-    let SppRepr::Probe(h) = first.expect("a train").repr else {
-        panic!("a probe")
-    };
+    assert_eq!(n, 8);
+    let h = probe(&first.expect("a train"));
     c.on_report(t, &report_at(h.probe_id, 6e5));
     let e = c.estimate().expect("calibrated");
     assert!((e / 6e5 - 1.0).abs() < 0.01, "{e}");
     assert_eq!(c.stats().filler_capacity_samples, 1);
+}
+
+/// An idle sender whose full train gets no report at all goes silent: pings only, backed
+/// off, until the path answers — here an acknowledgement of DATA — and then a full train
+/// at once.
+#[test]
+fn test_unanswered_train_turns_the_idle_filler_to_pings_until_the_path_answers() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    let sent = run_unanswered(&mut c, now, now + Duration::from_secs(4));
+    let all = trains(&sent);
+    assert_eq!(all[0].2, 8, "a full train first: {all:?}");
+    assert!(
+        sent[..8]
+            .iter()
+            .all(|(_, d)| d.wire_len() == usize::from(MTU))
+    );
+    assert!(all.len() >= 4, "{all:?}");
+    assert!(all[1..].iter().all(|p| p.2 == 2), "then pings: {all:?}");
+    assert!(sent[8..].iter().all(|(_, d)| d.payload_len == 0));
+    // The first ping within the outage interval of the train's grace; then 0.5 s, 1 s, 1 s.
+    let outage = ControlConfig::default().filler_outage_interval;
+    assert!(
+        all[1].0 - all[0].0 <= outage + Duration::from_millis(30),
+        "{all:?}"
+    );
+    assert!((all[2].0 - all[1].0).abs_diff(outage) < Duration::from_millis(1));
+    for w in all[2..].windows(2) {
+        assert!((w[1].0 - w[0].0).abs_diff(2 * outage) < Duration::from_millis(1));
+    }
+    // DATA goes out and is acknowledged: the path answers, a full train is due at once.
+    let mut t = sent[sent.len() - 1].0 + Duration::from_millis(50);
+    c.handle_timeout(t);
+    c.on_sent(t, u64::from(MTU));
+    t += rtt;
+    c.on_ack(t, u64::from(MTU), Some(rtt));
+    c.set_in_flight(0);
+    assert_eq!(c.filler_due(), Some(t));
+    let d = c.poll_filler(t).expect("a full train");
+    assert_eq!(d.wire_len(), usize::from(MTU));
+}
+
+/// A lossy path answers: a train that lost its last datagram gets a partial report, gives
+/// no verdict, and the filler stays with full trains at their usual interval.
+#[test]
+fn test_a_partial_report_does_not_silence_the_filler() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    let mut t = now;
+    for _ in 0..3 {
+        let next = c.filler_due().expect("a train is due");
+        t = t.max(next);
+        let mut sent = Vec::new();
+        while let Some(d) = c.poll_filler(t) {
+            sent.push(d);
+            t += Duration::from_micros(100);
+        }
+        assert_eq!(sent.len(), 8, "a full train");
+        assert!(sent.iter().all(|d| d.wire_len() == usize::from(MTU)));
+        // Datagram 7 was lost: the receiver's last report covers 1..=6.
+        let mut r = report_at(probe(&sent[0]).probe_id, 6e5);
+        r.bytes = r.bytes / 7 * 6;
+        c.on_report(t + rtt, &r);
+        t = c.poll_timeout().expect("the report is overdue");
+        c.handle_timeout(t);
+    }
+    assert_eq!(c.stats().filler_pings, 0);
+    assert_eq!(c.stats().filler_capacity_samples, 0);
 }
 
 /// The receiver's report of a whole 8-datagram train that arrived at `rate` bytes/s.
