@@ -128,28 +128,8 @@ impl Namespace {
             source,
         };
         let file = self.file.try_clone().map_err(enter_err)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let handle = std::thread::spawn(move || {
-            // SAFETY: setns on an open namespace descriptor, for this thread only.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            let entered = (rc == 0)
-                .then_some(())
-                .ok_or_else(std::io::Error::last_os_error);
-            let ok = entered.is_ok();
-            let _ = tx.send(entered);
-            // Outside the namespace `f` must not run.
-            ok.then(f)
-        });
-        let entered = rx
-            .recv()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the thread ended early")));
-        match entered {
-            Ok(()) => Ok(InsideThread { handle, ns }),
-            Err(source) => {
-                let _ = handle.join();
-                Err(enter_err(source))
-            }
-        }
+        let handle = spawn_entered(file, f).map_err(enter_err)?;
+        Ok(InsideThread { handle, ns })
     }
 
     /// `ip netns exec NAME program`: a command that runs inside the namespace (with `/sys`
@@ -164,6 +144,40 @@ impl Namespace {
 impl Drop for Namespace {
     fn drop(&mut self) {
         let _ = run("ip", &["netns", "del", &self.name]);
+    }
+}
+
+/// Runs `f` on a new thread that first entered the network namespace open as `file`
+/// (`/var/run/netns/NAME`); returns once the thread is inside, or the `setns(2)` error. The
+/// thread's result is `None` only when it could not enter, which this already reported.
+///
+/// A thread, not the process: `setns` moves only the calling thread, so sockets opened by
+/// `f` live in the namespace while the rest of the process stays where it was.
+pub fn spawn_entered<T: Send + 'static>(
+    file: std::fs::File,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<Option<T>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let handle = std::thread::spawn(move || {
+        // SAFETY: setns on an open namespace descriptor, for this thread only.
+        let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        let entered = (rc == 0)
+            .then_some(())
+            .ok_or_else(std::io::Error::last_os_error);
+        let ok = entered.is_ok();
+        let _ = tx.send(entered);
+        // Outside the namespace `f` must not run.
+        ok.then(f)
+    });
+    let entered = rx
+        .recv()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the thread ended early")));
+    match entered {
+        Ok(()) => Ok(handle),
+        Err(e) => {
+            let _ = handle.join();
+            Err(e)
+        }
     }
 }
 

@@ -171,27 +171,9 @@ impl NetnsLink {
                 source,
             }
         })?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let handle = std::thread::spawn(move || {
-            use std::os::fd::AsRawFd;
-            // SAFETY: setns on a namespace fd, for this thread only.
-            let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-            let entered = (rc == 0)
-                .then_some(())
-                .ok_or_else(std::io::Error::last_os_error);
-            let ok = entered.is_ok();
-            let _ = tx.send(entered);
-            ok.then(f)
-        });
-        let entered = rx
-            .recv()
-            .unwrap_or_else(|_| Err(std::io::Error::other("the namespace thread ended early")));
-        match entered {
-            Ok(()) => Ok(InsideThread { handle, ns }),
-            Err(source) => {
-                let _ = handle.join();
-                Err(NetnsError::Enter { ns, source })
-            }
+        match adaptnet_linkemu::netns::spawn_entered(file, f) {
+            Ok(handle) => Ok(InsideThread { handle, ns }),
+            Err(source) => Err(NetnsError::Enter { ns, source }),
         }
     }
 

@@ -19,12 +19,12 @@
 //! were all acknowledged (ATP: bytes of delivered messages over `-t`).
 
 use adaptnet_core::nai::{NaiError, Outcome, Priority, SendOptions};
-use adaptnet_runtime::SendError;
 use adaptnet_runtime::message::{
     Endpoint, EndpointOptions, MessageHandle, Transport, unspecified_for,
 };
 use adaptnet_runtime::stream::{StreamEndpoint, StreamOptions};
 use adaptnet_runtime::tcpinfo;
+use adaptnet_runtime::{ConnectError, SendError};
 use adaptnet_testbed::jain_index;
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
@@ -298,16 +298,20 @@ async fn stream_flows(
     let to = super::addr::next_port(to)?;
     let mut tasks = Vec::new();
     for c in counters {
-        // The network reports a missing server at once (ICMP); a silent one after 10 s.
-        let connect = async {
-            match tokio::time::timeout(Duration::from_secs(10), endpoint.connect(to)).await {
-                Ok(r) => r.map_err(anyhow::Error::from),
-                Err(_) => Err(anyhow::anyhow!(
-                    "no answer in 10 s (is `adaptnet serve` running there?)"
-                )),
+        // The stream endpoint hears the network's "port unreachable" itself (`Refused`);
+        // a silent path is given 10 s.
+        let conn = match tokio::time::timeout(Duration::from_secs(10), endpoint.connect(to)).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(ConnectError::Refused(_))) => bail!(
+                "connecting (stream) to {to}: nothing listens there (is `adaptnet serve` running?)"
+            ),
+            Ok(Err(e)) => {
+                return Err(anyhow::Error::from(e).context(format!("connecting (stream) to {to}")));
             }
+            Err(_) => bail!(
+                "connecting (stream) to {to}: no answer in 10 s (is `adaptnet serve` running there?)"
+            ),
         };
-        let conn = super::addr::connect_udp(to, "stream", connect).await?;
         let (c, d, e) = (c.clone(), args.duration, endpoint.clone());
         tasks.push(tokio::spawn(async move {
             let mut conn = conn;
