@@ -22,7 +22,8 @@ use crate::spp::{SppDatagram, SppRepr};
 use crate::time::Time;
 use std::time::Duration;
 
-/// What a whole train's report says.
+/// What a whole train's report says (and, in [`Filler::on_report`]'s answer, when the
+/// train's first datagram left).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum TrainVerdict {
     /// It arrived as fast as it left: the link takes at least this rate (bytes/s).
@@ -46,6 +47,9 @@ struct Train {
     ping: bool,
     /// Some report of it arrived, even a partial one.
     answered: bool,
+    /// The latest partial report that covers at most half the train (bytes, gap): with the
+    /// whole train's report it gives the dispersion of the train's second half.
+    mid: Option<(u32, u64)>,
 }
 
 /// Whether the path answers the filler's trains.
@@ -212,6 +216,7 @@ impl Filler {
                 data_bytes: 0,
                 ping,
                 answered: false,
+                mid: None,
             }
         });
         let index = train.sent;
@@ -254,7 +259,7 @@ impl Filler {
         report: &ProbeReport,
         taken_fraction: f64,
         interval: Duration,
-    ) -> Option<TrainVerdict> {
+    ) -> Option<(TrainVerdict, Time)> {
         if let Some((id, ping)) = self.overdue
             && id == report.probe_id
         {
@@ -275,17 +280,35 @@ impl Filler {
         }
         // Any report of a full train, a partial one too: the path carries full datagrams.
         self.hear(now, false);
-        if t.sent < t.packets || report.gap_ns == 0 {
-            return None;
-        }
         let size = self.datagram_len(&t);
         let whole = u64::from(t.packets - 1) * size;
         if u64::from(report.bytes) < whole {
+            if 2 * u64::from(report.bytes) <= whole
+                && let Some(cur) = self.train.as_mut()
+            {
+                cur.mid = Some((report.bytes, report.gap_ns));
+            }
+            return None;
+        }
+        if t.sent < t.packets || report.gap_ns == 0 {
             return None;
         }
         self.train = None;
         let bytes = f64::from(report.bytes) + t.data_bytes as f64;
-        let received = bytes * 1e9 / report.gap_ns as f64;
+        let mut received = bytes * 1e9 / report.gap_ns as f64;
+        // The second half's dispersion, where a report of the first half came (and no DATA
+        // was mixed in, which could have crossed in either half): a token bucket passes a
+        // train's head at line rate and its tail at the bucket's rate, so the whole train's
+        // dispersion overstates the rate the link sustains; the tail's is closer to it (on
+        // a FIFO bottleneck both are its rate).
+        if let Some((b, g)) = t.mid
+            && t.data_bytes == 0
+            && report.gap_ns > g
+            && report.bytes > b
+        {
+            let tail = f64::from(report.bytes - b) * 1e9 / (report.gap_ns - g) as f64;
+            received = received.min(tail);
+        }
         let span = t.last.saturating_since(t.first).as_secs_f64();
         let left = if span > 0.0 {
             (whole + t.data_bytes) as f64 / span
@@ -296,11 +319,18 @@ impl Filler {
             self.successes += 1;
             // The link took it: the next train follows at once, at a higher gain.
             self.next_at = now;
-            Some(TrainVerdict::Taken(received.min(left)))
+            Some((TrainVerdict::Taken(received.min(left)), t.first))
         } else {
             self.successes = 0;
             self.next_at = now.saturating_add(interval);
-            Some(TrainVerdict::Bottleneck(received))
+            Some((TrainVerdict::Bottleneck(received), t.first))
+        }
+    }
+
+    /// The next train goes at once (to confirm what the last one showed).
+    pub(crate) fn follow_at_once(&mut self, now: Time) {
+        if self.train.is_none() {
+            self.next_at = self.next_at.min(now);
         }
     }
 
@@ -323,12 +353,14 @@ impl Filler {
         };
     }
 
-    /// When a sent train's report is overdue: two smoothed RTTs after its last datagram, and
-    /// at least 10 ms.
-    pub(crate) fn poll_timeout(&self, srtt: Duration) -> Option<Time> {
+    /// When a sent train's report is overdue: two smoothed RTTs after its last datagram (at
+    /// least 10 ms), plus the time its bytes take at `drain_rate` (bytes/s, the estimate): a
+    /// train sent faster than the bottleneck queues, and its last datagram arrives that much
+    /// later (a train that filled a token bucket's queue missed a shorter grace).
+    pub(crate) fn poll_timeout(&self, srtt: Duration, drain_rate: f64) -> Option<Time> {
         self.train
             .filter(|t| t.sent >= t.packets)
-            .map(|t| t.last.saturating_add(Self::grace(srtt)))
+            .map(|t| t.last.saturating_add(self.grace(&t, srtt, drain_rate)))
     }
 
     /// When the next filler datagram may go (the pacer decides within a train); `None` while
@@ -341,18 +373,29 @@ impl Filler {
         }
     }
 
-    fn grace(srtt: Duration) -> Duration {
-        srtt.saturating_mul(2).max(Duration::from_millis(10))
+    fn grace(&self, t: &Train, srtt: Duration, drain_rate: f64) -> Duration {
+        let rtts = srtt.saturating_mul(2).max(Duration::from_millis(10));
+        let bytes = (u64::from(t.packets) * self.datagram_len(t)) as f64;
+        let drain = Duration::try_from_secs_f64(bytes / drain_rate).unwrap_or(Duration::ZERO);
+        // At most a second of it: a collapsed estimate would otherwise hold a lost train
+        // for minutes.
+        rtts.saturating_add(drain.min(Duration::from_secs(1)))
     }
 
     /// Gives up a train whose report is overdue (a datagram or the report was lost). With
     /// no report at all the path may not answer: the filler goes (or stays) silent, and the
     /// next ping is due a backoff interval after this train began.
-    pub(crate) fn handle_timeout(&mut self, now: Time, srtt: Duration, interval: Duration) {
+    pub(crate) fn handle_timeout(
+        &mut self,
+        now: Time,
+        srtt: Duration,
+        drain_rate: f64,
+        interval: Duration,
+    ) {
         let Some(t) = self.train else {
             return;
         };
-        if t.sent < t.packets || now < t.last.saturating_add(Self::grace(srtt)) {
+        if t.sent < t.packets || now < t.last.saturating_add(self.grace(&t, srtt, drain_rate)) {
             return;
         }
         self.train = None;

@@ -50,7 +50,10 @@
 //! mechanism, §4.2, sent at a chosen rate instead of back to back) at a gain above the
 //! estimate. A train the receiver saw arrive as fast as it was sent shows the link takes at
 //! least that rate (the estimate rises, and the next train follows at once with a higher
-//! gain); one that arrived slower measured the bottleneck. A rise is found without a heavy
+//! gain); one that arrived slower measured the bottleneck. A token bucket (tbf's `burst`, a
+//! cellular grant) passes a train that fits it at line rate whatever rate it sustains, so a
+//! rise is believed only once a second train, twice as long and sent right after the first,
+//! shows it too, and a train is judged by its second half as well as by the whole. A rise is found without a heavy
 //! sender, a fall without one, and the filler is bounded to `filler_share` of the estimate
 //! (at most one train every `filler_min_interval`) while nothing rises.
 //!
@@ -150,6 +153,13 @@ pub struct ControlConfig {
     /// A train that arrived slower than this fraction of the rate it was sent at measured the
     /// bottleneck; faster, the link took it.
     pub filler_taken_fraction: f64,
+    /// A train's verdict above this multiple of the estimate is a rise, believed only once
+    /// the next train confirms it (see [`RateControl::on_report`]); below, it applies at
+    /// once (a bottleneck's samples scatter around its rate).
+    pub filler_rise_band: f64,
+    /// The confirming train must start within this long (or two smoothed RTTs) of the
+    /// report of the train it confirms, so a token bucket cannot refill between them.
+    pub filler_confirm_slack: Duration,
     /// Acknowledgements missing for this many smoothed RTTs (and at least 4 datagram times
     /// and `stall_min`) while data is in flight: the path is stalled and the estimate halves.
     pub stall_rtts: u32,
@@ -197,6 +207,12 @@ impl Default for ControlConfig {
             // recovery from an outage by up to the cap.
             filler_silent_max_interval: Duration::from_secs(1),
             filler_taken_fraction: 0.9,
+            // Above the samples' scatter on a FIFO bottleneck, below the 1.25 of a probe
+            // train taken whole: every rise a train shows is confirmed.
+            filler_rise_band: 1.1,
+            // A 16 KB bucket refills 5 KB in 5 ms at 8 Mbit/s: less than the train the first
+            // one left it short of.
+            filler_confirm_slack: Duration::from_millis(5),
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
             max_decrease: 0.5,
@@ -287,6 +303,8 @@ pub struct RateControl {
     agg_start: Time,
     agg_delivered: u64,
     filler: Filler,
+    /// A rise a train showed, awaiting the next train's confirmation: (rate, when reported).
+    pending_rise: Option<(f64, Time)>,
     stats: ControlStats,
 }
 
@@ -330,6 +348,7 @@ impl RateControl {
             agg_start: now,
             agg_delivered: 0,
             filler,
+            pending_rise: None,
             stats: ControlStats::default(),
         }
     }
@@ -747,15 +766,53 @@ impl RateControl {
         let verdict =
             self.filler
                 .on_report(now, report, self.config.filler_taken_fraction, interval);
-        if verdict.is_some() {
-            // A train measured the path: the estimate is evidence again, not a stall's guess.
-            self.collapsed_from = None;
-        }
+        let Some((verdict, first)) = verdict else {
+            return;
+        };
+        // A train measured the path: the estimate is evidence again, not a stall's guess.
+        // Up to the rate an outage started from, a rise needs no confirmation: the path was
+        // measured there before.
+        let measured = self.collapsed_from.take().unwrap_or(0.0);
+        let bw = self.bottleneck_bytes_per_s();
+        let rate = match verdict {
+            TrainVerdict::Taken(r) | TrainVerdict::Bottleneck(r) => r,
+        };
+        // A rise is believed only when a second train, sent right after the first, shows it
+        // too (the lower of the two rates): a token bucket (tbf's `burst`, a cellular
+        // scheduler's grant) passes one train that fits it at line rate whatever the rate it
+        // sustains, but not two back to back, which the first has already drained it for.
+        // BBR's policer detection likewise trusts a rate only when consecutive intervals
+        // agree (Cardwell et al., Linux `tcp_bbr.c`, "long-term bandwidth" sampling).
+        // The confirming train may wait for the pacer's debt of the last one's datagram.
+        let slack = self
+            .srtt()
+            .saturating_mul(2)
+            .max(self.packet_time().saturating_mul(2))
+            .max(self.config.filler_confirm_slack);
+        let confirmed = self
+            .pending_rise
+            .take()
+            .filter(|&(_, at)| first >= at && first <= at.saturating_add(slack))
+            .map(|(r, _)| r);
+        let rises = rate > (self.config.filler_rise_band * bw).max(measured) || !self.calibrated;
+        let rate = match (rises, confirmed) {
+            (true, None) => {
+                self.pending_rise = Some((rate, now));
+                self.filler.follow_at_once(now);
+                if measured > bw {
+                    // Back to the rate before the outage at once; beyond it, confirmed.
+                    self.bw.update(now, measured.min(rate));
+                }
+                return;
+            }
+            (true, Some(p)) => rate.min(p),
+            (false, _) => rate,
+        };
         match verdict {
-            Some(TrainVerdict::Taken(rate)) if rate > self.bottleneck_bytes_per_s() => {
+            TrainVerdict::Taken(_) if rate > bw => {
                 self.bw.update(now, rate);
             }
-            Some(TrainVerdict::Bottleneck(rate)) => {
+            TrainVerdict::Bottleneck(_) => {
                 self.stats.filler_capacity_samples += 1;
                 self.bw.reset(now, rate);
                 self.calibrated = true;
@@ -765,7 +822,7 @@ impl RateControl {
                     self.cycle_index = 2;
                 }
             }
-            Some(TrainVerdict::Taken(_)) | None => {}
+            TrainVerdict::Taken(_) => {}
         }
     }
 
@@ -792,6 +849,12 @@ impl RateControl {
             return interval.min(cap);
         }
         interval
+    }
+
+    /// The rate a filler train is expected to cross the bottleneck at, for its grace: the
+    /// estimate, or the rate an outage started from.
+    fn filler_drain_rate(&self) -> f64 {
+        self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0))
     }
 
     /// Ends the collapse once the estimate is back where the stalls started.
@@ -846,17 +909,23 @@ impl RateControl {
         // the halvings' floor, several trains of seconds each.
         let base = self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0));
         let rate = gain * base;
-        let n = self
-            .config
-            .filler_train_packets
-            .min(crate::spp::wire::MAX_PROBE_TRAIN);
+        // A confirming train is twice as long: together with the train it confirms it must
+        // outlast what a token bucket can hold.
+        let n = if self.pending_rise.is_some() {
+            self.config.filler_train_packets.saturating_mul(2)
+        } else {
+            self.config.filler_train_packets
+        }
+        .min(crate::spp::wire::MAX_PROBE_TRAIN);
         self.filler.poll(now, rate, n)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run: a stall check while
     /// data is in flight, the end of a drain, a lost filler train, the next train.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let mut t = self.filler.poll_timeout(self.srtt());
+        let mut t = self
+            .filler
+            .poll_timeout(self.srtt(), self.filler_drain_rate());
         let mut take = |x: Time| t = Some(t.map_or(x, |y: Time| y.min(x)));
         if let Some(s) = self.stall_deadline() {
             take(s);
@@ -912,7 +981,9 @@ impl RateControl {
             }
         }
         let interval = self.train_interval();
-        self.filler.handle_timeout(now, self.srtt(), interval);
+        let drain = self.filler_drain_rate();
+        self.filler
+            .handle_timeout(now, self.srtt(), drain, interval);
         self.advance(now);
     }
 }

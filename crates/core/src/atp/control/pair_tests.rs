@@ -599,3 +599,42 @@ fn test_one_way_outage_is_recovered_within_two_seconds() {
     assert!(all_rate < 1_000.0, "{all_rate} B/s");
     assert!(silent_rate < 150.0, "{silent_rate} B/s");
 }
+
+/// Regression (the Table 2 workloads on the stepped tbf link: 17–18 Mbit/s advertised on a
+/// 2 Mbit/s link): a light application on a link stepped 8 → 2 → 8 Mbit/s behind a 16 KB token
+/// bucket (tbf's `burst`), whose filler trains (8 × 1.5 KB) fit the bucket and cross it at
+/// line rate. A rise is believed only when a second, longer train sent right after confirms
+/// it, and a train is judged by its second half too: the estimate stays within 2× the rate
+/// (it reached the bucket's 1 Gbit/s line rate before), and is near it most of the time.
+#[test]
+fn test_light_application_behind_a_token_bucket_does_not_inflate_the_estimate() {
+    for delay in [Duration::from_micros(25), Duration::from_millis(1)] {
+        for (bytes, every) in [(4096, 50), (1024, 100)] {
+            let schedule = vec![
+                (Time::ZERO, 8.0 * MBIT),
+                (Time::from_secs(5), 2.0 * MBIT),
+                (Time::from_secs(10), 8.0 * MBIT),
+            ];
+            let mut p = Pair::new(schedule, delay).with_bucket(16_384.0);
+            p.run_light(Time::from_secs(15), bytes, Duration::from_millis(every));
+            for (from, to, rate) in [
+                (1_000, 5_000, 8.0),
+                (6_000, 10_000, 2.0),
+                (11_000, 15_000, 8.0),
+            ] {
+                // Every 10 ms of the phase, from a second after its change.
+                let mut e: Vec<f64> = (from / 10..to / 10)
+                    .map(|t| p.estimate_at(Time::from_millis(10 * t)) / MBIT)
+                    .collect();
+                e.sort_by(f64::total_cmp);
+                let (median, max) = (e[e.len() / 2], e[e.len() - 1]);
+                let case = format!("{delay:?}, {bytes} B every {every} ms, {rate} Mbit/s");
+                assert!(max <= 2.0 * rate, "{case}: max {max:.2}");
+                assert!(
+                    (median / rate - 1.0).abs() < 0.3,
+                    "{case}: median {median:.2}"
+                );
+            }
+        }
+    }
+}
