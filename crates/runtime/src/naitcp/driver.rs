@@ -12,9 +12,16 @@
 //! stream therefore gets `TCP_USER_TIMEOUT` ([`PEER_TIMEOUT`] unless
 //! [`BaselineOptions::peer_timeout`] says otherwise: data unacknowledged that long ends the
 //! connection, the same 8 s ATP's `silent_timeout` gives a silent peer) and
-//! keep-alives (first after [`KEEPALIVE_IDLE`] of quiet, then every second), so the
+//! keep-alives (first after [`keepalive_idle`] of quiet, then every second), so the
 //! connection ends with an error, every live message gets its outcome (`Abandoned`, or
 //! `Expired` for NAI-MTCP timers that fired first) and the end is logged.
+//!
+//! With `TCP_USER_TIMEOUT` set, Linux ends a quiet connection at its keep-alive timer as soon
+//! as one probe is outstanding and nothing was heard for the user timeout
+//! (`tcp_keepalive_timer`): with the first probe after 10 s of quiet and an 8 s timeout, a
+//! single probe (or its answer) dropped by a full bottleneck queue ended a live connection —
+//! an idle level of NAI-MTCPk on a 2 Mbit/s link whose other level kept the queue full. The
+//! first probe therefore goes after a quarter of the timeout, so about six probes fit in it.
 
 use super::link::Link;
 use super::{BaselineOptions, READ_CHUNK_BYTES};
@@ -59,8 +66,15 @@ const MAX_PENDING_ACK_BYTES: usize = 64 << 10;
 /// How long written data may stay unacknowledged by the peer's TCP before the connection is
 /// ended as dead (`TCP_USER_TIMEOUT`).
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(8);
-/// Quiet time before the first keep-alive probe; then one a second, five unanswered end it.
+/// Quiet time before the first keep-alive probe at most; then one a second.
 pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+
+/// Quiet time before the first keep-alive probe for a connection ended after `peer_timeout`
+/// of silence: [`KEEPALIVE_IDLE`], but at most a quarter of the timeout (and at least 1 s), so
+/// that several probes go before it (see the module docs).
+fn keepalive_idle(peer_timeout: Duration) -> Duration {
+    (peer_timeout / 4).clamp(Duration::from_secs(1), KEEPALIVE_IDLE)
+}
 
 /// Makes kernel TCP notice a vanished peer (see the module docs). Best effort: a platform
 /// without these options keeps TCP's own (much longer) timeouts.
@@ -82,7 +96,11 @@ fn watch_peer(stream: &TcpStream, peer_timeout: Duration) {
     let secs = |d: Duration| libc::c_int::try_from(d.as_secs()).unwrap_or(libc::c_int::MAX);
     let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms(peer_timeout));
     let _ = set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(KEEPALIVE_IDLE));
+    let _ = set(
+        libc::IPPROTO_TCP,
+        libc::TCP_KEEPIDLE,
+        secs(keepalive_idle(peer_timeout)),
+    );
     let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
     let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 5);
 }
@@ -687,6 +705,50 @@ impl Protocol for BaselineDriver {
         let ids: Vec<u64> = self.conns.keys().copied().collect();
         for id in ids {
             self.end(id, why.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options a stream gets: enough keep-alive probes within the peer timeout that one
+    /// lost probe does not end a live connection.
+    #[tokio::test]
+    async fn keepalive_probes_start_well_within_the_peer_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let stream = TcpStream::connect(listener.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        let get = |level: libc::c_int, opt: libc::c_int| -> libc::c_int {
+            let mut value: libc::c_int = 0;
+            let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&stream);
+            // SAFETY: getsockopt writes at most `len` bytes to the int it is given.
+            let rc = unsafe {
+                libc::getsockopt(
+                    fd,
+                    level,
+                    opt,
+                    (&mut value as *mut libc::c_int).cast(),
+                    &mut len,
+                )
+            };
+            assert_eq!(rc, 0, "getsockopt {opt}");
+            value
+        };
+        for (timeout_s, idle_s) in [(8, 2), (2, 1), (300, 10)] {
+            watch_peer(&stream, Duration::from_secs(timeout_s));
+            let user_timeout_ms = get(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT);
+            let idle = get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE);
+            let interval = get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL);
+            assert_eq!(user_timeout_ms as u64, timeout_s * 1000);
+            assert_eq!(idle as u64, idle_s, "timeout {timeout_s} s");
+            assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
+            // Probes from `idle` every `interval` until the timeout: at least two fit.
+            let probes = (timeout_s as i64 - i64::from(idle)) / i64::from(interval) + 1;
+            assert!(probes >= 2, "timeout {timeout_s} s: {probes} probes");
         }
     }
 }
