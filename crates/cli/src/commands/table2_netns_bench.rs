@@ -75,6 +75,10 @@ struct LinkSpec {
     seconds: u64,
 }
 
+/// How long either end waits for a silent peer (ATP's `silent_timeout`, kernel TCP's
+/// `TCP_USER_TIMEOUT`): longer than any run.
+const PEER_TIMEOUT: Duration = Duration::from_secs(60);
+
 const LINKS: [LinkSpec; 3] = [
     LinkSpec {
         name: "10 Mbit/s",
@@ -190,6 +194,11 @@ async fn one(
         if let Some(a) = o.atp_mut() {
             a.interface = InterfaceChoice::Off;
         }
+        // This measures on-time fractions through a congested link, not how soon a dead peer
+        // is noticed (the fault tests do): with the 8-s default, four kernel TCP connections
+        // of NAI-MTCP3 sharing the 2 Mbit/s phase lost a live one to TCP_USER_TIMEOUT and
+        // ended the run.
+        super::real::set_peer_timeout(o, PEER_TIMEOUT);
     }
     let (server, mut arrivals) = serve(socket, server_opts)?;
     tokio::spawn(async move { while arrivals.recv().await.is_some() {} });
