@@ -48,13 +48,43 @@ enum RxState {
         len: u64,
         priority: u8,
         got: RangeSet,
-        /// The bytes received so far (the whole message's buffer), when payloads are carried.
+        /// The message's buffer when payloads are carried, allocated for the whole message
+        /// but filled only up to the furthest byte received (see [`write_piece`]).
         data: Option<Vec<u8>>,
     },
     Delivered,
     Discarded,
     /// Cancelled before any of it was held: its window credit went back to the sender.
     DiscardedUnseen,
+}
+
+/// Writes a piece at `start` into a message buffer filled up to `buf.len()`. Pieces arrive
+/// mostly in order, so the buffer is not zero-filled when allocated (at 10 Gbit/s the memset
+/// and the page faults it takes were a tenth of the receiver's CPU): an in-order piece is
+/// appended, a piece beyond the filled part first zero-fills only the gap, and a piece that
+/// lands inside it overwrites. The caller checked `start + bytes.len()` against the message's
+/// length, which is the buffer's capacity. Returns false if the piece does not fit.
+fn write_piece(buf: &mut Vec<u8>, start: u64, bytes: &[u8]) -> bool {
+    let Ok(start) = usize::try_from(start) else {
+        return false;
+    };
+    let Some(end) = start.checked_add(bytes.len()) else {
+        return false;
+    };
+    if end > buf.capacity() {
+        return false;
+    }
+    if buf.len() < start {
+        buf.resize(start, 0);
+    }
+    let overlap = buf.len().min(end) - start;
+    let (inside, beyond) = bytes.split_at(overlap);
+    match buf.get_mut(start..start + overlap) {
+        Some(dst) => dst.copy_from_slice(inside),
+        None => return false,
+    }
+    buf.extend_from_slice(beyond);
+    true
 }
 
 /// Most verdicts and probe reports waiting to be sent; beyond, the packet that asked for one
@@ -262,7 +292,7 @@ impl SppReceiver {
                         return false;
                     };
                     self.reassembly_bytes += msg_len;
-                    Some(vec![0; n])
+                    Some(Vec::with_capacity(n))
                 }
                 None => None,
             };
@@ -294,6 +324,13 @@ impl SppReceiver {
         if *len != msg_len || id.0 != h.msg_id || data.is_some() != payload.is_some() {
             return false; // inconsistent with earlier pieces: ignore
         }
+        // Written before it is counted: a piece refused below for fragmentation leaves only
+        // correct bytes that a retransmission writes again.
+        if let (Some(buf), Some(bytes)) = (data.as_mut(), payload)
+            && !write_piece(buf, start, bytes)
+        {
+            return false;
+        }
         if got.range_count() >= self.config.max_ranges_per_message {
             let mut trial = got.clone();
             trial.insert(start, end);
@@ -304,19 +341,10 @@ impl SppReceiver {
         } else {
             got.insert(start, end);
         }
-        if let (Some(buf), Some(bytes)) = (data.as_mut(), payload) {
-            // `end <= len == buf.len()` and `bytes.len() == end - start` were checked above.
-            let dst = usize::try_from(start)
-                .ok()
-                .zip(usize::try_from(end).ok())
-                .and_then(|(s, e)| buf.get_mut(s..e));
-            match dst {
-                Some(dst) if dst.len() == bytes.len() => dst.copy_from_slice(bytes),
-                _ => return false,
-            }
-        }
         if got.covers(0, *len) {
             let data = data.take();
+            // Every byte was written, so the buffer is filled to the message's length.
+            debug_assert!(data.as_ref().is_none_or(|d| d.len() as u64 == *len));
             if data.is_some() {
                 self.reassembly_bytes = self.reassembly_bytes.saturating_sub(*len);
             }
@@ -452,5 +480,48 @@ impl SppReceiver {
     /// Messages the receiver is tracking (partial, or finished above the floor).
     pub fn tracked_messages(&self) -> usize {
         self.msgs.len()
+    }
+}
+
+#[cfg(test)]
+mod write_piece_tests {
+    use super::write_piece;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Pieces of a message written in any order, some twice, leave exactly the message.
+        #[test]
+        fn pieces_in_any_order_rebuild_the_message(
+            len in 1usize..5000,
+            cuts in proptest::collection::vec(0usize..5000, 0..12),
+            order in proptest::collection::vec(any::<prop::sample::Index>(), 0..40),
+        ) {
+            let msg: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c % len).collect();
+            bounds.extend([0, len]);
+            bounds.sort_unstable();
+            bounds.dedup();
+            let pieces: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+            let mut buf = Vec::with_capacity(len);
+            // Some pieces first in a random order (repeats allowed), then every piece once.
+            let picks = order.iter().map(|i| pieces[i.index(pieces.len())]);
+            for (s, e) in picks.chain(pieces.iter().rev().copied()) {
+                prop_assert!(write_piece(&mut buf, s as u64, &msg[s..e]));
+                prop_assert!(buf.len() <= len);
+            }
+            prop_assert_eq!(buf, msg);
+        }
+    }
+
+    #[test]
+    fn a_piece_beyond_the_buffer_is_refused() {
+        let mut buf = Vec::with_capacity(8);
+        assert!(write_piece(&mut buf, 4, &[1, 2, 3, 4]));
+        assert_eq!(buf, [0, 0, 0, 0, 1, 2, 3, 4]);
+        let cap = buf.capacity() as u64;
+        assert!(!write_piece(&mut buf, cap, &[9]));
+        assert!(!write_piece(&mut buf, u64::MAX, &[9]));
+        assert!(write_piece(&mut buf, 0, &[5, 6]));
+        assert_eq!(buf, [5, 6, 0, 0, 1, 2, 3, 4]);
     }
 }
