@@ -231,6 +231,15 @@ enum Command {
         /// Another scenario for the `sim` benchmark instead of the reference.
         #[arg(long)]
         scenario: Option<PathBuf>,
+        /// `table2-netns`: how long either end waits for a silent peer, seconds (default:
+        /// the transports' own, 8 s).
+        #[arg(long)]
+        peer_timeout_s: Option<f64>,
+        /// `table2-netns`: only these links (`10mbit`, `1mbit`, `stepped`), transports
+        /// (`ATP`, `NAI-TCP`, `NAI-MTCP1` …) and workloads, comma-separated; a category none
+        /// of them names runs whole.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -344,7 +353,15 @@ fn main() -> ExitCode {
             name,
             repeat,
             scenario,
-        } => commands::bench::run(&name, repeat, scenario.as_deref()),
+            peer_timeout_s,
+            only,
+        } => {
+            let table2 = commands::table2_netns_bench::Selection {
+                peer_timeout_s,
+                only,
+            };
+            commands::bench::run(&name, repeat, scenario.as_deref(), table2)
+        }
         Command::Daemon {
             config,
             socket,

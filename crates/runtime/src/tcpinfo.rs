@@ -37,7 +37,8 @@ pub enum TcpInfoError {
     },
 }
 
-/// The fields of `struct tcp_info` the TPBA runtime uses.
+/// The fields of `struct tcp_info` the runtime uses (TPBA's rate probe; the baselines'
+/// dead-peer check).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TcpInfo {
     /// `tcpi_bytes_acked`: data bytes acknowledged since the connection began.
@@ -50,9 +51,34 @@ pub struct TcpInfo {
     pub ca_state: u8,
     /// `tcpi_total_retrans`: segments retransmitted since the connection began.
     pub total_retrans: u32,
+    /// `tcpi_state`: the connection's state (1 `ESTABLISHED` … 7 `CLOSE`).
+    pub state: u8,
+    /// `tcpi_retransmits`: retransmission timeouts in a row without progress
+    /// (`icsk_retransmits`; what `TCP_USER_TIMEOUT` is checked against on a timeout).
+    pub retransmits: u8,
+    /// `tcpi_probes`: unanswered zero-window or keep-alive probes (`icsk_probes_out`).
+    pub probes: u8,
+    /// `tcpi_backoff`: the retransmission timer's exponential backoff.
+    pub backoff: u8,
+    /// `tcpi_rto`: the retransmission timeout, µs.
+    pub rto_us: u32,
+    /// `tcpi_unacked`: segments sent and not yet acknowledged (`packets_out`).
+    pub unacked_segments: u32,
+    /// `tcpi_lost`: segments taken as lost.
+    pub lost_segments: u32,
+    /// `tcpi_last_data_recv`: ms since data last arrived.
+    pub last_data_recv_ms: u32,
+    /// `tcpi_last_ack_recv`: ms since an acknowledgement last arrived (`rcv_tstamp`:
+    /// any ACK that is not older than the last, duplicates included).
+    pub last_ack_recv_ms: u32,
 }
 
 impl TcpInfo {
+    /// How long ago the peer was last heard from at all (an acknowledgement or data), ms.
+    pub fn last_heard_ms(&self) -> u32 {
+        self.last_ack_recv_ms.min(self.last_data_recv_ms)
+    }
+
     /// The congestion window in bytes (`snd_cwnd × snd_mss`).
     pub fn cwnd_bytes(&self) -> u64 {
         u64::from(self.snd_cwnd_segments) * u64::from(self.snd_mss_bytes)
@@ -95,6 +121,15 @@ pub fn tcp_info(fd: RawFd) -> Result<TcpInfo, TcpInfoError> {
         snd_mss_bytes: info.tcpi_snd_mss,
         ca_state: info.tcpi_ca_state,
         total_retrans: info.tcpi_total_retrans,
+        state: info.tcpi_state,
+        retransmits: info.tcpi_retransmits,
+        probes: info.tcpi_probes,
+        backoff: info.tcpi_backoff,
+        rto_us: info.tcpi_rto,
+        unacked_segments: info.tcpi_unacked,
+        lost_segments: info.tcpi_lost,
+        last_data_recv_ms: info.tcpi_last_data_recv,
+        last_ack_recv_ms: info.tcpi_last_ack_recv,
     })
 }
 

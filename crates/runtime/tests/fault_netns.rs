@@ -423,3 +423,169 @@ async fn faults_nai_tcp() {
 async fn faults_nai_mtcp1() {
     all_faults(Transport::NaiMtcp(1), 183, 47_120).await;
 }
+
+/// How long the heavy-loss run lasts, and the peer timeout it runs with (short, so that a
+/// connection the kernel would end at its user timeout ends within the run).
+const HEAVY_LOSS_RUN: Duration = Duration::from_secs(25);
+const SHORT_PEER_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Kernel TCP bulk flows from this process to a sink inside the namespace, each writing as
+/// fast as its socket takes, until `stop`: they keep the sender-side tbf queue full.
+fn flood(link: &Link, port: u16, flows: usize, stop: Arc<std::sync::atomic::AtomicBool>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let sink = link.inside(move |addr| {
+        std::net::TcpListener::bind(SocketAddr::new(addr.ip(), port)).expect("bind the sink")
+    });
+    let to = sink.local_addr().expect("sink address");
+    std::thread::spawn(move || {
+        for s in sink.incoming().take(flows) {
+            let Ok(mut s) = s else { continue };
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 64 << 10];
+                while s.read(&mut buf).is_ok_and(|n| n > 0) {}
+            });
+        }
+    });
+    for _ in 0..flows {
+        let stop = stop.clone();
+        let mut s = std::net::TcpStream::connect(to).expect("connect to the sink");
+        use std::os::fd::AsRawFd;
+        // BBR, as the bench's baselines run, where the host has it; the default otherwise.
+        let _ = adaptnet_runtime::tcpinfo::set_congestion_control(s.as_raw_fd(), "bbr");
+        std::thread::spawn(move || {
+            let chunk = vec![1u8; 64 << 10];
+            while !stop.load(Ordering::Relaxed) && s.write_all(&chunk).is_ok() {}
+        });
+    }
+}
+
+/// Heavy loss on a live path (issue 18): three bulk flows keep a 2 Mbit/s tbf queue on the
+/// sender's side full (tbf drops what does not fit, before it leaves the host), and a
+/// NAI-MTCP1 connection with a 2-s peer timeout sends 4 KB messages beside them for 25 s.
+/// Its peer answers throughout, so the connection must live; with `TCP_USER_TIMEOUT` at the
+/// peer timeout the kernel ended such connections (the table2-netns aborts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_path_under_heavy_loss_is_not_declared_dead() {
+    let t = Transport::NaiMtcp(1);
+    let Some(link) = Link::new("btmo7", 187) else {
+        return;
+    };
+    assert!(sh(&[
+        "tc", "qdisc", "replace", "dev", &link.host, "root", "tbf", "rate", "2mbit", "burst",
+        "16kb", "latency", "20ms",
+    ]));
+    let addr = SocketAddr::new(link.b_ip.parse().unwrap(), 47_170);
+    let mut peer = spawn_child(&link, "server", t, addr);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    flood(&link, 47_171, 3, stop.clone());
+    let mut o = EndpointOptions::client(t);
+    o.baseline_mut().expect("a baseline").peer_timeout = SHORT_PEER_TIMEOUT;
+    let client = Endpoint::bind(SocketAddr::new(link.a_ip.parse().unwrap(), 0), o).expect("bind");
+    let conn = timeout(Duration::from_secs(10), client.connect(addr))
+        .await
+        .expect("in time")
+        .expect("connected");
+    let ended = end_time(&conn);
+    let start = Instant::now();
+    let mut outcomes = Vec::new();
+    let mut i = 0;
+    while start.elapsed() < HEAVY_LOSS_RUN && !ended.is_finished() {
+        if let Ok(h) = conn.send(vec![3u8; MESSAGE_BYTES], opts(i)).await {
+            outcomes.push(tokio::spawn(MessageHandle::outcome(h)));
+        }
+        i += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let lived = start.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let drops = std::process::Command::new("tc")
+        .args(["-s", "qdisc", "show", "dev", &link.host])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let mut delivered = 0;
+    for o in outcomes {
+        if matches!(o.await, Ok(Outcome::Delivered { .. })) {
+            delivered += 1;
+        }
+    }
+    // Before the peer is stopped (which ends the connection).
+    let why = conn.close_reason();
+    eprintln!(
+        "{t} under heavy loss: {i} messages, {delivered} delivered, connection {why:?} after \
+         {lived:?}; tbf: {}",
+        drops.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    let _ = kill_free(&mut peer);
+    assert!(
+        why.is_none(),
+        "{t}: a live peer declared dead after {lived:?}: {why:?}"
+    );
+    assert!(delivered > 0, "{t}: nothing delivered");
+}
+
+/// A peer whose link goes down for good (nothing passes either way, nothing resets) is
+/// noticed within the peer timeout (8 s) and a few seconds: NAI-TCP, messages flowing, and
+/// NAI-MTCP1 with nothing in flight (keep-alives find it). Every message gets one outcome.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_whose_link_goes_down_for_good_is_noticed() {
+    let Some(link) = Link::new("btmo8", 188) else {
+        return;
+    };
+    link.shape("10mbit");
+    for (t, port, busy) in [
+        (Transport::NaiTcp, 47_180, true),
+        (Transport::NaiMtcp(1), 47_181, false),
+    ] {
+        set_link(&link.host, true);
+        let (mut peer, _client, conn) = to_child_server(&link, t, port).await;
+        let ended = end_time(&conn);
+        let down_at: Arc<Mutex<Option<Instant>>> = Arc::default();
+        let (host, d) = (link.host.clone(), down_at.clone());
+        let span = if busy {
+            Duration::from_secs(3)
+        } else {
+            Duration::ZERO
+        };
+        let (sent, fired) = workload(
+            &conn,
+            span,
+            move || {
+                set_link(&host, false);
+                *d.lock().unwrap() = Some(Instant::now());
+            },
+            Duration::from_secs(1),
+        )
+        .await;
+        if !busy {
+            // Quiet: nothing in flight when the link goes.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            set_link(&link.host, false);
+            *down_at.lock().unwrap() = Some(Instant::now());
+        }
+        let at = down_at.lock().unwrap().expect("link taken down");
+        let end = timeout(FREE_WITHIN + Duration::from_secs(5), ended).await;
+        let noticed = match &end {
+            Ok(Ok((when, _))) => when.saturating_duration_since(at),
+            _ => at.elapsed(),
+        };
+        let why = end
+            .as_ref()
+            .ok()
+            .and_then(|r| r.as_ref().ok())
+            .map(|(_, w)| w.clone());
+        eprintln!("{t}: link down for good (busy {busy}); noticed after {noticed:?} ({why:?})");
+        set_link(&link.host, true);
+        let _ = kill_free(&mut peer);
+        assert!(
+            matches!(why, Some(adaptnet_runtime::ConnectionError::TimedOut)),
+            "{t}: the connection did not end as timed out: {why:?}"
+        );
+        assert!(
+            noticed <= FREE_WITHIN,
+            "{t}: noticed {noticed:?} after the link went"
+        );
+        check_outcomes(t, &sent, &fired);
+    }
+}

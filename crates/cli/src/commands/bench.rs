@@ -7,7 +7,12 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// Runs benchmark `name` (or lists them for `list`).
-pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode> {
+pub fn run(
+    name: &str,
+    repeat: u32,
+    scenario: Option<&Path>,
+    table2: super::table2_netns_bench::Selection,
+) -> Result<ExitCode> {
     if name == "loopback" {
         // Real sockets: lives here, beside the runtime, not with the simulator benchmarks.
         let _ = repeat; // one pass: each transport moves 256 MB
@@ -35,7 +40,7 @@ pub fn run(name: &str, repeat: u32, scenario: Option<&Path>) -> Result<ExitCode>
     if name == "table2-netns" {
         // Three namespace links side by side (root), each workload once per transport.
         let _ = repeat;
-        return super::table2_netns_bench::run(&super::experiments_dir(None));
+        return super::table2_netns_bench::run(&super::experiments_dir(None), &table2);
     }
     if name == "daemon-env-netns" {
         // papers/001 Table 2 with the events delivered by the daemon (root).

@@ -119,7 +119,25 @@ pub(crate) async fn run_workload(
     levels: u8,
     drain: Duration,
 ) -> Result<WorkloadReport> {
+    let (report, lost) = run_workload_to_end(conn, specs, levels, drain).await?;
+    match lost {
+        Some(e) => Err(e).context("submitting a message"),
+        None => Ok(report),
+    }
+}
+
+/// [`run_workload`], but a connection that ends mid-run ends the run with its tally and the
+/// reason instead of an error: the messages not yet submitted count as submitted and
+/// abandoned (they could not be on time), the submitted ones keep their outcomes.
+pub(crate) async fn run_workload_to_end(
+    conn: &Connection,
+    specs: &[MessageSpec],
+    levels: u8,
+    drain: Duration,
+) -> Result<(WorkloadReport, Option<SendError>)> {
     let start = Instant::now();
+    let mut lost = None;
+    let mut unsent: Vec<u64> = vec![0; usize::from(levels)];
     // One task per live message awaiting its outcome (bounded by the workload's messages).
     let mut pending: JoinSet<(MessageId, Outcome)> = JoinSet::new();
     let mut ledger = Ledger::default();
@@ -129,6 +147,12 @@ pub(crate) async fn run_workload(
     let mut outcomes = 0usize;
     let at_time = |d: Duration| Time::ZERO + d;
     for spec in specs {
+        if lost.is_some() {
+            if let Some(n) = unsent.get_mut(usize::from(spec.priority.0)) {
+                *n += 1;
+            }
+            continue;
+        }
         let due = Duration::from_nanos(spec.at.as_nanos());
         while start.elapsed() < due {
             // Sample the estimate and report progress once a second while waiting.
@@ -175,9 +199,16 @@ pub(crate) async fn run_workload(
                 });
                 outcomes += 1;
             }
+            Err(e @ SendError::ConnectionLost(_)) => {
+                if let Some(n) = unsent.get_mut(usize::from(spec.priority.0)) {
+                    *n += 1;
+                }
+                lost = Some(e);
+            }
             Err(e) => return Err(e).context("submitting a message"),
         }
     }
+    let total = total - unsent.iter().map(|&n| n as usize).sum::<usize>();
     let deadline = tokio::time::Instant::now() + drain;
     while outcomes < total {
         match tokio::time::timeout_at(deadline, pending.join_next()).await {
@@ -189,12 +220,12 @@ pub(crate) async fn run_workload(
         }
     }
     estimate.push((start.elapsed().as_secs_f64(), conn.bandwidth()));
-    Ok(tally(
-        &ledger,
-        levels,
-        start.elapsed().as_secs_f64(),
-        estimate,
-    ))
+    let mut report = tally(&ledger, levels, start.elapsed().as_secs_f64(), estimate);
+    for (row, n) in report.levels.iter_mut().zip(unsent) {
+        row.submitted += n;
+        row.abandoned += n;
+    }
+    Ok((report, lost))
 }
 
 fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -> WorkloadReport {

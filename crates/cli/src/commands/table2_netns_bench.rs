@@ -16,11 +16,17 @@
 //! the wire), with the time it first came within 20 %; `tbf` drops are counted over the run
 //! and in the 2 s after each change.
 //!
+//! A run whose connection ends early (a baseline's kernel TCP giving up, say) is recorded,
+//! not fatal: its row is marked failed with the reason, the messages it had not submitted
+//! count as abandoned, and the other runs go on. `--only` picks links, transports and
+//! workloads; `--peer-timeout-s` sets both ends' wait for a silent peer (default: the
+//! transports' own 8 s).
+//!
 //! The simulator column runs the same messages on the `nai-table2` testbed (2 ms each way,
 //! 50-packet drop-tail queue) at the same rates: `ATP-default` (the rate control) and the
 //! best of NAI-TCP and NAI-MTCP1–3.
 
-use super::real::{LevelTally, run_workload, workload};
+use super::real::{LevelTally, run_workload_to_end, workload};
 use super::sender_link::{ReceiverSocket, SenderLink, serve};
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::MessageSpec;
@@ -65,9 +71,41 @@ const SIMULATED: [Implementation; 5] = [
     Implementation::Mtcp(3),
 ];
 
+/// Which runs `adaptnet bench table2-netns` makes, and with what peer timeout.
+#[derive(Clone, Debug, Default)]
+pub struct Selection {
+    /// Both ends' wait for a silent peer, seconds; `None`: the transports' defaults.
+    pub peer_timeout_s: Option<f64>,
+    /// Link keys (`10mbit`, `1mbit`, `stepped`), transport and workload names (case
+    /// ignored); a category none of them names runs whole.
+    pub only: Vec<String>,
+}
+
+impl Selection {
+    /// Whether `name`, one of `all` (a category), is selected.
+    fn picks<'a>(&self, name: &str, mut all: impl Iterator<Item = &'a str>) -> bool {
+        let named = |n: &str| self.only.iter().any(|o| o.eq_ignore_ascii_case(n));
+        named(name) || !all.any(named)
+    }
+
+    /// The peer timeout to set, if one was asked for.
+    fn peer_timeout(&self) -> Result<Option<Duration>> {
+        self.peer_timeout_s
+            .map(|s| {
+                Duration::try_from_secs_f64(s)
+                    .ok()
+                    .filter(|d| !d.is_zero())
+                    .ok_or_else(|| anyhow!("--peer-timeout-s {s}: not a positive duration"))
+            })
+            .transpose()
+    }
+}
+
 /// One link.
 #[derive(Clone, Copy)]
 struct LinkSpec {
+    /// What `--only` calls it.
+    key: &'static str,
     name: &'static str,
     subnet: u8,
     /// (from second, Mbit/s).
@@ -75,24 +113,23 @@ struct LinkSpec {
     seconds: u64,
 }
 
-/// How long either end waits for a silent peer (ATP's `silent_timeout`, kernel TCP's
-/// `TCP_USER_TIMEOUT`): longer than any run.
-const PEER_TIMEOUT: Duration = Duration::from_secs(60);
-
 const LINKS: [LinkSpec; 3] = [
     LinkSpec {
+        key: "10mbit",
         name: "10 Mbit/s",
         subnet: 94,
         steps: &[(0, 10.0)],
         seconds: SECONDS,
     },
     LinkSpec {
+        key: "1mbit",
         name: "1 Mbit/s",
         subnet: 95,
         steps: &[(0, 1.0)],
         seconds: SECONDS,
     },
     LinkSpec {
+        key: "stepped",
         name: "8/2/8/2 Mbit/s, 10 s each",
         subnet: 96,
         steps: &STEPS,
@@ -101,8 +138,11 @@ const LINKS: [LinkSpec; 3] = [
 ];
 
 /// One run of one workload on one transport.
+#[derive(Default)]
 struct RunResult {
     levels: Vec<LevelTally>,
+    /// Why the run ended early (its connection was lost, or it could not start).
+    failed: Option<String>,
     drops: u64,
     /// tbf drops within 2 s after each change.
     transition_drops: Vec<u64>,
@@ -115,12 +155,19 @@ fn bits(mbit: f64) -> u64 {
 }
 
 /// `adaptnet bench table2-netns`.
-pub fn run(experiments: &Path) -> Result<ExitCode> {
+pub fn run(experiments: &Path, selection: &Selection) -> Result<ExitCode> {
     let params: Table2Params = load(experiments, PARAMS)?;
+    let peer_timeout = selection.peer_timeout()?;
+    let links: Vec<LinkSpec> = LINKS
+        .into_iter()
+        .filter(|l| selection.picks(l.key, LINKS.iter().map(|l| l.key)))
+        .collect();
     let mut threads = Vec::new();
-    for spec in LINKS {
-        let experiments = experiments.to_path_buf();
-        threads.push(std::thread::spawn(move || run_link(spec, &experiments)));
+    for spec in links.iter().copied() {
+        let (experiments, selection) = (experiments.to_path_buf(), selection.clone());
+        threads.push(std::thread::spawn(move || {
+            run_link(spec, &experiments, &selection, peer_timeout)
+        }));
     }
     let mut all = Vec::new();
     for t in threads {
@@ -129,15 +176,36 @@ pub fn run(experiments: &Path) -> Result<ExitCode> {
                 .map_err(|_| anyhow!("a link's thread panicked"))??,
         );
     }
-    for (spec, results) in LINKS.iter().zip(&all) {
+    let (mut runs, mut failed) = (0, 0);
+    for (spec, results) in links.iter().zip(&all) {
         let sim = simulate(&params, spec)?;
         println!(
             "\nTable 2 workloads over the namespace link, {} (first {} s of each workload, one \
-             run; percent on time; baselines' kernel TCP: bbr)",
-            spec.name, spec.seconds
+             run; percent on time; baselines' kernel TCP: bbr; peer timeout {}; -: not run)",
+            spec.name,
+            spec.seconds,
+            peer_timeout.map_or("the transports' own".into(), |d| format!("{d:?}"))
         );
         print!("{}", render(&params.workloads, results, &sim).render());
-        if spec.steps.len() > 1 {
+        for (w, row) in params.workloads.iter().zip(results) {
+            for ((name, _), r) in TRANSPORTS.iter().zip(row) {
+                let Some(r) = r else { continue };
+                runs += 1;
+                if let Some(why) = &r.failed {
+                    failed += 1;
+                    let (submitted, abandoned) = r
+                        .levels
+                        .iter()
+                        .fold((0, 0), |(s, a), l| (s + l.submitted, a + l.abandoned));
+                    println!(
+                        "FAILED: {} / {} / {name}: {why} ({abandoned} of {submitted} messages \
+                         abandoned)",
+                        spec.name, w.name
+                    );
+                }
+            }
+        }
+        if spec.steps.len() > 1 && results.iter().any(|r| matches!(r.first(), Some(Some(_)))) {
             println!("\nATP's estimate on the {} link", spec.name);
             print!(
                 "{}",
@@ -145,11 +213,18 @@ pub fn run(experiments: &Path) -> Result<ExitCode> {
             );
         }
     }
+    println!("\nruns: {runs}, failed: {failed}");
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every workload on every transport over one link; `[workload][transport]`.
-fn run_link(spec: LinkSpec, experiments: &Path) -> Result<Vec<Vec<RunResult>>> {
+/// Every selected workload on every selected transport over one link;
+/// `[workload][transport]`, `None` where not selected.
+fn run_link(
+    spec: LinkSpec,
+    experiments: &Path,
+    selection: &Selection,
+    peer_timeout: Option<Duration>,
+) -> Result<Vec<Vec<Option<RunResult>>>> {
     let params: Table2Params = load(experiments, PARAMS)?;
     let link = Arc::new(SenderLink::create(
         &format!("t2{}", spec.subnet),
@@ -158,19 +233,45 @@ fn run_link(spec: LinkSpec, experiments: &Path) -> Result<Vec<Vec<RunResult>>> {
     link.set_congestion("bbr")?;
     let rt = link.runtime()?;
     let mut out = Vec::new();
+    let workloads = || params.workloads.iter().map(|w| w.name.as_str());
+    let transports = || TRANSPORTS.iter().map(|t| t.0);
     for w in &params.workloads {
-        let (_, specs) = workload(experiments, &w.name, 1, Duration::from_secs(spec.seconds))?;
         let mut row = Vec::new();
+        if !selection.picks(&w.name, workloads()) {
+            row.resize_with(TRANSPORTS.len(), || None);
+            out.push(row);
+            continue;
+        }
+        let (_, specs) = workload(experiments, &w.name, 1, Duration::from_secs(spec.seconds))?;
         for (name, transport) in TRANSPORTS {
+            if !selection.picks(name, transports()) {
+                row.push(None);
+                continue;
+            }
             eprintln!("table2-netns {}: {} on {name}", spec.name, w.name);
-            let (link, specs, w) = (link.clone(), specs.clone(), w.clone());
-            let socket = ReceiverSocket::bind(&link, transport)?;
-            let r = rt.block_on(async move {
-                tokio::spawn(async move { one(link, socket, spec, &w, &specs, transport).await })
+            let (link, specs, wp) = (link.clone(), specs.clone(), w.clone());
+            let r = ReceiverSocket::bind(&link, transport).and_then(|socket| {
+                rt.block_on(async move {
+                    tokio::spawn(async move {
+                        one(link, socket, spec, &wp, &specs, transport, peer_timeout).await
+                    })
                     .await
-                    .map_err(|e| anyhow!("the run's task failed: {e}"))?
-            })?;
-            row.push(r);
+                    .map_err(|e| anyhow!("the run's task failed: {e}"))
+                    .and_then(|r| r)
+                })
+            });
+            // A run that could not even start is recorded as failed too: the others go on.
+            let r = r.unwrap_or_else(|e| RunResult {
+                failed: Some(format!("{e:#}")),
+                ..RunResult::default()
+            });
+            if let Some(why) = &r.failed {
+                eprintln!(
+                    "table2-netns {}: {} on {name} FAILED: {why}",
+                    spec.name, w.name
+                );
+            }
+            row.push(Some(r));
             std::thread::sleep(Duration::from_millis(300));
         }
         out.push(row);
@@ -185,6 +286,7 @@ async fn one(
     w: &WorkloadParams,
     specs: &[MessageSpec],
     transport: Transport,
+    peer_timeout: Option<Duration>,
 ) -> Result<RunResult> {
     let first = spec.steps.first().map_or(10.0, |s| s.1);
     link.shape(bits(first), BURST)?;
@@ -194,11 +296,9 @@ async fn one(
         if let Some(a) = o.atp_mut() {
             a.interface = InterfaceChoice::Off;
         }
-        // This measures on-time fractions through a congested link, not how soon a dead peer
-        // is noticed (the fault tests do): with the 8-s default, four kernel TCP connections
-        // of NAI-MTCP3 sharing the 2 Mbit/s phase lost a live one to TCP_USER_TIMEOUT and
-        // ended the run.
-        super::real::set_peer_timeout(o, PEER_TIMEOUT);
+        if let Some(t) = peer_timeout {
+            super::real::set_peer_timeout(o, t);
+        }
     }
     let (server, mut arrivals) = serve(socket, server_opts)?;
     tokio::spawn(async move { while arrivals.recv().await.is_some() {} });
@@ -241,7 +341,8 @@ async fn one(
             v
         })
     };
-    let report = run_workload(&conn, specs, w.levels, Duration::from_secs(20)).await?;
+    let (report, lost) =
+        run_workload_to_end(&conn, specs, w.levels, Duration::from_secs(20)).await?;
     stop.store(true, Ordering::Relaxed);
     let estimate = sampler.await.unwrap_or_default();
     let transition_drops = stepper
@@ -253,6 +354,7 @@ async fn one(
     server.close();
     Ok(RunResult {
         levels: report.levels,
+        failed: lost.map(|e| e.to_string()),
         drops: after.drops.saturating_sub(before.drops),
         transition_drops,
         estimate,
@@ -307,7 +409,7 @@ fn on_time(l: &LevelTally) -> f64 {
 
 fn render(
     workloads: &[WorkloadParams],
-    results: &[Vec<RunResult>],
+    results: &[Vec<Option<RunResult>>],
     sim: &[Vec<Vec<f64>>],
 ) -> Table {
     let mut header = vec!["workload".to_string(), "priority".to_string()];
@@ -322,29 +424,49 @@ fn render(
     let mut t = Table::new(header);
     for ((w, row), srow) in workloads.iter().zip(results).zip(sim) {
         for level in 0..usize::from(w.levels) {
-            let Some(atp) = row.first().and_then(|r| r.levels.get(level)) else {
+            // The level's name and size from any run made (every run has the same messages).
+            let Some(any) = row
+                .iter()
+                .flatten()
+                .find_map(|r| r.levels.get(level).filter(|l| l.submitted > 0))
+            else {
                 continue;
             };
-            if atp.submitted == 0 {
-                continue;
-            }
-            let f: Vec<f64> = row
+            let f: Vec<Option<f64>> = row
                 .iter()
-                .map(|r| r.levels.get(level).map_or(0.0, on_time))
+                .map(|r| r.as_ref().map(|r| r.levels.get(level).map_or(0.0, on_time)))
                 .collect();
             let (best_i, best) =
-                f.iter().enumerate().skip(1).fold(
-                    (1, 0.0),
-                    |acc, (i, &v)| if v > acc.1 { (i, v) } else { acc },
-                );
-            let mut cells = vec![w.name.clone(), atp.name.clone()];
-            cells.extend(f.iter().map(|&v| pct(v)));
-            cells.push(if f[0] + 1e-9 >= best { "yes" } else { "NO" }.into());
-            cells.push(format!("{}/{}/{}", atp.late, atp.expired, atp.rejected));
+                f.iter()
+                    .enumerate()
+                    .skip(1)
+                    .fold((1, None), |acc, (i, v)| match (v, acc.1) {
+                        (Some(v), Some(b)) if *v <= b => acc,
+                        (Some(v), _) => (i, Some(*v)),
+                        (None, _) => acc,
+                    });
+            let mut cells = vec![w.name.clone(), any.name.clone()];
+            cells.extend(row.iter().zip(&f).map(|(r, v)| match (r, v) {
+                (Some(r), Some(v)) if r.failed.is_some() => format!("{} failed", pct(*v)),
+                (_, Some(v)) => pct(*v),
+                _ => "-".into(),
+            }));
+            let atp = row.first().and_then(Option::as_ref);
+            cells.push(match (f.first().copied().flatten(), best) {
+                (Some(a), Some(b)) => if a + 1e-9 >= b { "yes" } else { "NO" }.into(),
+                _ => "-".into(),
+            });
+            cells.push(
+                atp.and_then(|r| r.levels.get(level))
+                    .map_or("-".into(), |a| {
+                        format!("{}/{}/{}", a.late, a.expired, a.rejected)
+                    }),
+            );
+            let drops = |r: Option<&RunResult>| r.map_or("-".into(), |r| r.drops.to_string());
             cells.push(format!(
                 "{} / {}",
-                row[0].drops,
-                row.get(best_i).map_or(0, |r| r.drops)
+                drops(atp),
+                drops(row.get(best_i).and_then(Option::as_ref))
             ));
             let s: Vec<f64> = srow
                 .iter()
@@ -361,7 +483,7 @@ fn render(
 fn render_tracking(
     spec: &LinkSpec,
     workloads: &[WorkloadParams],
-    results: &[Vec<RunResult>],
+    results: &[Vec<Option<RunResult>>],
 ) -> Table {
     let mut header = vec!["workload (ATP)".to_string()];
     for &(at, mbit) in spec.steps.iter().skip(1) {
@@ -372,7 +494,9 @@ fn render_tracking(
     header.push("tbf drops: run / 2 s after each change".into());
     let mut t = Table::new(header);
     for (w, row) in workloads.iter().zip(results) {
-        let Some(atp) = row.first() else { continue };
+        let Some(Some(atp)) = row.first() else {
+            continue;
+        };
         let mut cells = vec![w.name.clone()];
         for &(at, mbit) in spec.steps.iter().skip(1) {
             let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;

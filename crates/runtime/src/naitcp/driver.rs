@@ -8,22 +8,24 @@
 //!
 //! # A dead peer
 //! Kernel TCP notices a peer that closed or reset (end of stream, `ECONNRESET`), but not one
-//! that vanished (a dead host, a link down): it would retransmit for many minutes. Every
-//! stream therefore gets `TCP_USER_TIMEOUT` ([`PEER_TIMEOUT`] unless
-//! [`BaselineOptions::peer_timeout`] says otherwise: data unacknowledged that long ends the
-//! connection, the same 8 s ATP's `silent_timeout` gives a silent peer) and
-//! keep-alives (first after [`keepalive_idle`] of quiet, then every second), so the
-//! connection ends with an error, every live message gets its outcome (`Abandoned`, or
-//! `Expired` for NAI-MTCP timers that fired first) and the end is logged.
+//! that vanished (a dead host, a link down): it would retransmit for many minutes. So every
+//! [`liveness::check_period`] the driver reads `TCP_INFO` of every socket and ends a
+//! connection that awaits an answer and heard nothing at all from its peer for
+//! [`PEER_TIMEOUT`] ([`BaselineOptions::peer_timeout`]; the same 8 s ATP's `silent_timeout`
+//! gives a silent peer): it ends with [`ConnectionError::TimedOut`], every live message gets
+//! its outcome (`Abandoned`, or `Expired` for NAI-MTCP timers that fired first) and the end
+//! is logged with the sockets' TCP state. Keep-alives (first after [`keepalive_idle`] of
+//! quiet, then every second or so) make an idle peer answer. The kernel's `TCP_USER_TIMEOUT` is
+//! not set: it measures the age of unacknowledged or unsent data, not the peer's silence,
+//! and ended live connections under heavy loss (see [`liveness`]).
 //!
-//! With `TCP_USER_TIMEOUT` set, Linux ends a quiet connection at its keep-alive timer as soon
-//! as one probe is outstanding and nothing was heard for the user timeout
-//! (`tcp_keepalive_timer`): with the first probe after 10 s of quiet and an 8 s timeout, a
-//! single probe (or its answer) dropped by a full bottleneck queue ended a live connection —
-//! an idle level of NAI-MTCPk on a 2 Mbit/s link whose other level kept the queue full. The
-//! first probe therefore goes after a quarter of the timeout, so about six probes fit in it.
+//! The first keep-alive probe goes after a quarter of the timeout, so about six fit in it:
+//! a single probe (or its answer) dropped by a full bottleneck queue does not leave an idle
+//! level of NAI-MTCPk silent for the whole timeout while its other level keeps the queue
+//! full.
 
 use super::link::Link;
+use super::liveness;
 use super::{BaselineOptions, READ_CHUNK_BYTES};
 use crate::driver::{Protocol, Timekeeper};
 use crate::error::{ConnectError, ConnectionError, SendError};
@@ -63,10 +65,10 @@ const ACCEPTS_PER_WAKE: usize = 32;
 /// Acknowledgement bytes a receiver holds for a peer that does not read them before it
 /// stops reading that peer's records.
 const MAX_PENDING_ACK_BYTES: usize = 64 << 10;
-/// How long written data may stay unacknowledged by the peer's TCP before the connection is
-/// ended as dead (`TCP_USER_TIMEOUT`).
+/// How long a connection awaiting an answer may hear nothing from its peer before it is
+/// ended as dead.
 pub(crate) const PEER_TIMEOUT: Duration = Duration::from_secs(8);
-/// Quiet time before the first keep-alive probe at most; then one a second.
+/// Quiet time before the first keep-alive probe at most; then one a second (or so).
 pub(crate) const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
 
 /// Quiet time before the first keep-alive probe for a connection ended after `peer_timeout`
@@ -92,17 +94,16 @@ fn watch_peer(stream: &TcpStream, peer_timeout: Duration) {
             )
         }
     };
-    let ms = |d: Duration| libc::c_int::try_from(d.as_millis()).unwrap_or(libc::c_int::MAX);
     let secs = |d: Duration| libc::c_int::try_from(d.as_secs()).unwrap_or(libc::c_int::MAX);
-    let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, ms(peer_timeout));
+    let idle = keepalive_idle(peer_timeout);
+    let (interval, count) = liveness::keepalive_interval_and_count(peer_timeout, idle);
+    let int = |v: u32| libc::c_int::try_from(v).unwrap_or(libc::c_int::MAX);
+    // 0: the kernel's own retransmission limits (`tcp_retries2`), not a user timeout.
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT, 0);
     let _ = set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
-    let _ = set(
-        libc::IPPROTO_TCP,
-        libc::TCP_KEEPIDLE,
-        secs(keepalive_idle(peer_timeout)),
-    );
-    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 1);
-    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 5);
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, secs(idle));
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, int(interval));
+    let _ = set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, int(count));
 }
 
 /// One connection's side of the baseline.
@@ -148,6 +149,8 @@ pub(super) struct BaselineDriver {
     stopping: bool,
     /// The time of the last wake-up (for the room poll's deadline).
     last_now: Time,
+    /// When the peers' liveness was last checked (see the module docs).
+    liveness_checked: Time,
 }
 
 impl BaselineDriver {
@@ -176,6 +179,7 @@ impl BaselineDriver {
             refused: 0,
             stopping: false,
             last_now: Time::ZERO,
+            liveness_checked: Time::ZERO,
         }
     }
 
@@ -309,6 +313,31 @@ impl BaselineDriver {
         Ok(conn)
     }
 
+    /// The connections whose peer went silent (see [`liveness::peer_silent`]). A socket whose
+    /// `TCP_INFO` cannot be read is left to the kernel's own limits.
+    fn silent_peers(&self) -> Vec<u64> {
+        let timeout = self.options.peer_timeout;
+        let state = |l: &Link| {
+            crate::tcpinfo::tcp_info(l.fd())
+                .ok()
+                .map(|info| liveness::LinkState {
+                    info,
+                    queued_bytes: send_queue_bytes(l.fd()).unwrap_or(0),
+                })
+        };
+        let mut silent = Vec::new();
+        for (&id, conn) in &self.conns {
+            let links: Vec<_> = match &conn.role {
+                Role::Sender { links, .. } => links.iter().filter_map(state).collect(),
+                Role::Receiver { link, .. } => state(link).into_iter().collect(),
+            };
+            if liveness::peer_silent(&links, timeout) {
+                silent.push(id);
+            }
+        }
+        silent
+    }
+
     /// Reads what connection `id` has (bounded); an error ends the connection.
     fn read(&mut self, now: Time, id: u64) {
         let Some(conn) = self.conns.get_mut(&id) else {
@@ -388,6 +417,12 @@ impl BaselineDriver {
         let Some(mut conn) = self.conns.remove(&id) else {
             return;
         };
+        if !matches!(
+            why,
+            ConnectionError::LocallyClosed | ConnectionError::EndpointClosed
+        ) {
+            log_tcp_state(id, &why, &conn.role);
+        }
         match &mut conn.role {
             Role::Sender { sender, .. } => {
                 sender.abandon_all();
@@ -456,6 +491,40 @@ impl BaselineDriver {
                 });
             }
             (ConnOp::Close { .. }, _) => {}
+        }
+    }
+}
+
+/// Logs what kernel TCP knew of each of a connection's sockets as it ended on an error: why a
+/// live-looking connection was given up is otherwise invisible.
+fn log_tcp_state(id: u64, why: &ConnectionError, role: &Role) {
+    let links: Vec<&Link> = match role {
+        Role::Sender { links, .. } => links.iter().collect(),
+        Role::Receiver { link, .. } => vec![link],
+    };
+    for (i, link) in links.iter().enumerate() {
+        match crate::tcpinfo::tcp_info(link.fd()) {
+            Ok(t) => tracing::warn!(
+                id,
+                link = i,
+                error = %why,
+                state = t.state,
+                ca_state = t.ca_state,
+                retransmits = t.retransmits,
+                probes = t.probes,
+                backoff = t.backoff,
+                rto_ms = t.rto_us / 1000,
+                unacked = t.unacked_segments,
+                lost = t.lost_segments,
+                total_retrans = t.total_retrans,
+                last_ack_recv_ms = t.last_ack_recv_ms,
+                last_data_recv_ms = t.last_data_recv_ms,
+                bytes_acked = t.bytes_acked,
+                "baseline connection ended on an error; its TCP state"
+            ),
+            Err(e) => {
+                tracing::warn!(id, link = i, error = %why, info = %e, "baseline connection ended on an error")
+            }
         }
     }
 }
@@ -635,6 +704,9 @@ impl Protocol for BaselineDriver {
                 }
             }
         }
+        if !self.conns.is_empty() {
+            at(self.liveness_checked + liveness::check_period(self.options.peer_timeout));
+        }
         next
     }
 
@@ -661,6 +733,10 @@ impl Protocol for BaselineDriver {
                     }
                 }
             }
+        }
+        if now >= self.liveness_checked + liveness::check_period(self.options.peer_timeout) {
+            self.liveness_checked = now;
+            idle.extend(self.silent_peers());
         }
         for id in idle {
             self.end(id, ConnectionError::TimedOut);
@@ -743,12 +819,21 @@ mod tests {
             let user_timeout_ms = get(libc::IPPROTO_TCP, libc::TCP_USER_TIMEOUT);
             let idle = get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE);
             let interval = get(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL);
-            assert_eq!(user_timeout_ms as u64, timeout_s * 1000);
+            assert_eq!(
+                user_timeout_ms, 0,
+                "the driver decides, not the user timeout"
+            );
             assert_eq!(idle as u64, idle_s, "timeout {timeout_s} s");
             assert_eq!(get(libc::SOL_SOCKET, libc::SO_KEEPALIVE), 1);
-            // Probes from `idle` every `interval` until the timeout: at least two fit.
+            // Probes from `idle` every `interval` until the timeout: at least two fit, and the
+            // kernel gives up on them only after the driver's check would have.
             let probes = (timeout_s as i64 - i64::from(idle)) / i64::from(interval) + 1;
             assert!(probes >= 2, "timeout {timeout_s} s: {probes} probes");
+            let count = get(libc::IPPROTO_TCP, libc::TCP_KEEPCNT);
+            assert!(
+                i64::from(idle) + i64::from(count) * i64::from(interval) > timeout_s as i64,
+                "timeout {timeout_s} s: the kernel gives up after {count} probes"
+            );
         }
     }
 }

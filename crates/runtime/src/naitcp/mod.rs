@@ -32,6 +32,7 @@
 
 mod driver;
 pub(crate) mod link;
+mod liveness;
 
 use crate::error::ConnectError;
 use crate::message::{Endpoint, EndpointOptions, Transport, TransportOptions};
@@ -70,11 +71,13 @@ pub struct BaselineOptions {
     /// (while the application had room to take more: a slow reader is not an idle peer).
     /// `None`: never.
     pub idle_timeout: Option<std::time::Duration>,
-    /// How long data written to a connection may stay unacknowledged by the peer's TCP
-    /// before the connection ends as dead (`TCP_USER_TIMEOUT`; default 8 s, as ATP's
-    /// `silent_timeout`). A path that is up but carries nothing for longer (a trace with a
-    /// zero-rate stretch) ends the connection like a dead peer unless this is raised above
-    /// the stretch.
+    /// How long a connection that awaits an answer (data in flight, probes out) may hear
+    /// nothing at all from its peer — no acknowledgement, no data, on any of its TCP
+    /// connections — before it ends as dead (default 8 s, as ATP's `silent_timeout`;
+    /// checked by the driver from `TCP_INFO`, with the kernel's `TCP_USER_TIMEOUT` at four
+    /// times this as a backstop). A path that is up but carries nothing for longer (a trace
+    /// with a zero-rate stretch) ends the connection like a dead peer unless this is raised
+    /// above the stretch; heavy loss on a working path does not.
     pub peer_timeout: std::time::Duration,
     /// The kernel congestion control a client's TCP connections run (`TCP_CONGESTION`:
     /// `cubic`, `reno`, `bbr` …); `None`: the host's default
