@@ -305,6 +305,14 @@ pub struct RateControl {
     filler: Filler,
     /// A rise a train showed, awaiting the next train's confirmation: (rate, when reported).
     pending_rise: Option<(f64, Time)>,
+    /// The rate the path was last shown to sustain: set where the bottleneck was measured
+    /// busy (a standing queue's reaction, a filler train that arrived slower than sent),
+    /// raised by a confirmed filler train.
+    /// Application-limited samples may raise the estimate at most `filler_rise_band` above
+    /// it (see `on_ack`).
+    sustained: Option<f64>,
+    /// Cruise probes in a row taken whole beyond `sustained` (see `advance`).
+    whole_probes: u32,
     stats: ControlStats,
 }
 
@@ -349,6 +357,8 @@ impl RateControl {
             agg_delivered: 0,
             filler,
             pending_rise: None,
+            sustained: None,
+            whole_probes: 0,
             stats: ControlStats::default(),
         }
     }
@@ -589,8 +599,26 @@ impl RateControl {
             // A span that starts at or before the moment the application left the pacer idle
             // includes idle time: it says what the application sent, not what the path takes.
             app_limited = start <= self.app_limited_mark;
-            if !app_limited || rate > self.bottleneck_bytes_per_s() {
+            if !app_limited {
+                // Not `sustained`: a backlogged sender's burst through a token bucket's
+                // tokens is as fast as an idle one's.
                 self.bw.update(now, rate);
+            } else if rate > self.bottleneck_bytes_per_s() {
+                // Such a sample is the application's burst after idle, and a burst that fits
+                // a token bucket (tbf's `burst`, a cellular grant) crosses at line rate
+                // whatever the bucket sustains; the pacer's own burst after idle and the
+                // sample cap (1.25 × the paced rate) would let each burst raise the next one's
+                // pacing, so a light application ratcheted the estimate 1 → 14 Mbit/s on a
+                // 1 Mbit/s tbf link, message by message, and the queue it then built took
+                // reactions to undo. Beyond what the path was shown to sustain, a rise is the
+                // filler's to confirm (two trains back to back) or a backlogged sender's.
+                let cap = self
+                    .sustained
+                    .map_or(f64::INFINITY, |s| self.config.filler_rise_band * s);
+                let rate = rate.min(cap);
+                if rate > self.bottleneck_bytes_per_s() {
+                    self.bw.update(now, rate);
+                }
             }
         }
         self.bw.expire(now, window);
@@ -659,11 +687,23 @@ impl RateControl {
         // At most halved per reaction: the acknowledgement spacing of a few packets can be
         // stretched by the hosts' own scheduling; a real fall (8 → 2) takes two reactions,
         // a round trip or two apart.
-        let floor = self.config.max_decrease * self.bottleneck_bytes_per_s();
+        // But never above what the path was shown to sustain: a fall to it is known good (a
+        // token bucket's burst ending, on a path measured before), and taken in one step.
+        let floor = (self.config.max_decrease * self.bottleneck_bytes_per_s())
+            .min(self.sustained.unwrap_or(f64::INFINITY));
         self.bw.reset(now, rate.max(floor));
+        self.sustained = Some(rate.max(floor));
+        self.whole_probes = 0;
         self.calibrated = true;
         self.enter_drain(now, q);
         true
+    }
+
+    /// What the path sustains is at least `rate`.
+    fn raise_sustained(&mut self, rate: f64) {
+        if self.sustained.is_some_and(|s| s < rate) {
+            self.sustained = Some(rate);
+        }
     }
 
     /// Drains a queue of `queue` (as delay) at the drain gain, then cruises.
@@ -711,12 +751,25 @@ impl RateControl {
                     // more (the path recovered, or the estimate was low). Look for it the way
                     // STARTUP does, doubling per round until a queue forms or the rate stops
                     // growing (BBRv2's exponential PROBE_UP has the same aim), instead of a
-                    // quarter more per cycle.
-                    self.phase = Phase::Startup;
-                    self.full_bw = 0.0;
-                    self.full_bw_rounds = 0;
-                    return;
+                    // quarter more per cycle. Beyond what the path was shown to sustain, only
+                    // when the next cycle's probe is taken whole too: one probe may be a token
+                    // bucket's burst (a message after idle finds tbf's bucket full, and a
+                    // 16 KB bucket takes a 1.25 probe half a second to empty at 1 Mbit/s), and
+                    // doubling from there built a 100–240 ms queue per message on a 1 Mbit/s
+                    // link. Two in a row, as the filler's two trains, confirm the rise.
+                    let beyond = self.sustained.is_some_and(|s| self.probe_base >= s);
+                    if beyond && self.whole_probes == 0 {
+                        self.whole_probes = 1;
+                    } else {
+                        self.whole_probes = 0;
+                        self.raise_sustained(self.bottleneck_bytes_per_s());
+                        self.phase = Phase::Startup;
+                        self.full_bw = 0.0;
+                        self.full_bw_rounds = 0;
+                        return;
+                    }
                 }
+                1 => self.whole_probes = 0,
                 _ => {}
             }
             if now.saturating_since(self.cycle_start) > phase_len.saturating_mul(phases) {
@@ -811,10 +864,12 @@ impl RateControl {
         match verdict {
             TrainVerdict::Taken(_) if rate > bw => {
                 self.bw.update(now, rate);
+                self.raise_sustained(rate);
             }
             TrainVerdict::Bottleneck(_) => {
                 self.stats.filler_capacity_samples += 1;
                 self.bw.reset(now, rate);
+                self.sustained = Some(rate);
                 self.calibrated = true;
                 if self.phase == Phase::Startup {
                     self.phase = Phase::Cruise;

@@ -638,3 +638,26 @@ fn test_light_application_behind_a_token_bucket_does_not_inflate_the_estimate() 
         }
     }
 }
+
+/// Regression (Table 2's `filesystem` on a 1 Mbit/s tbf link: the estimate ratcheted 1 → 1.7 →
+/// 7.2 → 13.8 Mbit/s over a few 64 KB messages, each built a 140–240 ms queue, and low-priority
+/// messages were refused): a 64 KB message every second behind a 16 KB token bucket. The
+/// first datagrams of each message cross the bucket at line rate; neither application-limited
+/// samples nor a return to STARTUP may take the estimate far beyond what the path was shown to
+/// sustain, so the estimate stays near the rate.
+#[test]
+fn test_bursts_that_fit_a_token_bucket_do_not_ratchet_the_estimate() {
+    for delay in [Duration::from_micros(25), Duration::from_millis(2)] {
+        let mut p = Pair::new(vec![(Time::ZERO, MBIT)], delay).with_bucket(16_384.0);
+        p.run_light(Time::from_secs(20), 65_536, Duration::from_millis(1000));
+        let mut e: Vec<f64> = (200..2000)
+            .map(|t| p.estimate_at(Time::from_millis(10 * t)) / MBIT)
+            .collect();
+        e.sort_by(f64::total_cmp);
+        let (median, p99) = (e[e.len() / 2], e[e.len() * 99 / 100]);
+        // Before: p99 10.75 / 10.88 Mbit/s; after: 2.52 / 2.34. What remains is a 4-packet
+        // delivery-rate span that holds the pacer's two-packet burst, until the queue reacts.
+        assert!(p99 <= 3.0, "{delay:?}: p99 {p99:.2} Mbit/s");
+        assert!((median - 1.0).abs() < 0.2, "{delay:?}: median {median:.2}");
+    }
+}
