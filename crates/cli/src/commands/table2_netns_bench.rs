@@ -158,6 +158,19 @@ fn bits(mbit: f64) -> u64 {
 pub fn run(experiments: &Path, selection: &Selection) -> Result<ExitCode> {
     let params: Table2Params = load(experiments, PARAMS)?;
     let peer_timeout = selection.peer_timeout()?;
+    // A name that picks nothing would silently run everything of its category.
+    let known: Vec<&str> = (LINKS.iter().map(|l| l.key))
+        .chain(TRANSPORTS.iter().map(|t| t.0))
+        .chain(params.workloads.iter().map(|w| w.name.as_str()))
+        .collect();
+    if let Some(o) =
+        (selection.only.iter()).find(|o| !known.iter().any(|k| k.eq_ignore_ascii_case(o)))
+    {
+        return Err(anyhow!(
+            "--only {o}: not a link, transport or workload (known: {})",
+            known.join(", ")
+        ));
+    }
     let links: Vec<LinkSpec> = LINKS
         .into_iter()
         .filter(|l| selection.picks(l.key, LINKS.iter().map(|l| l.key)))
