@@ -108,16 +108,17 @@ impl DeliveryRate {
         }
     }
 
-    /// The rate of the acknowledgements that arrived since `since` (at least two of them):
-    /// while every packet they acknowledge had queued at the bottleneck, their spacing is the
-    /// bottleneck's (the acknowledgement clock as a packet train).
-    pub(crate) fn rate_since(&self, since: Time, delivered: u64) -> Option<f64> {
+    /// The rate of the acknowledgements that arrived since `since` (at least two of them, and
+    /// at least `min_bytes` acknowledged after the first): while every packet they acknowledge
+    /// had queued at the bottleneck, their spacing is the bottleneck's (the acknowledgement
+    /// clock as a packet train).
+    pub(crate) fn rate_since(&self, since: Time, delivered: u64, min_bytes: u64) -> Option<f64> {
         let first = self.acks.partition_point(|&(t, _)| t < since);
         let &(t0, d0) = self.acks.get(first)?;
         let &(t1, _) = self.acks.back()?;
         let secs = t1.saturating_since(t0).as_secs_f64();
         let bytes = delivered.saturating_sub(d0);
-        (secs > 0.0 && bytes > 0).then(|| bytes as f64 / secs)
+        (secs > 0.0 && bytes > 0 && bytes >= min_bytes).then(|| bytes as f64 / secs)
     }
 
     /// The rate over the shortest span back from `now` that covers both `min_span` and

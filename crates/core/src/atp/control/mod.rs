@@ -675,9 +675,16 @@ impl RateControl {
             return false;
         }
         let window = self.standing_window();
+        // At least half a full datagram acknowledged after the window's first
+        // acknowledgement (one datagram of a message's data): a queue that small messages only
+        // waited in (64-byte messages ten a second behind a
+        // filler train, which is not counted as delivered) says nothing of the bottleneck's
+        // rate — their acknowledgements' rate was the application's (95 kbit/s on a 1 Mbit/s
+        // link, and the estimate was halved on it at once).
+        let min_bytes = crate::convert::f64_u64_sat(self.mtu / 2.0);
         let Some(rate) = self
             .delivery
-            .rate_since(now.saturating_sub(window), self.delivered)
+            .rate_since(now.saturating_sub(window), self.delivered, min_bytes)
             .map(|r| r.min(self.sample_cap()))
             .filter(|r| r.is_finite() && *r > 0.0)
         else {
