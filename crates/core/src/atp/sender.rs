@@ -491,6 +491,9 @@ impl AtpSender {
         if !self.pacer.ready() {
             return None;
         }
+        if let Some(probe) = self.poll_finding(now) {
+            return Some(probe);
+        }
         if !self.can_send_data() {
             return None;
         }
@@ -510,6 +513,31 @@ impl AtpSender {
             c.on_sent(now, d.wire_len() as u64);
             self.sync_control(now);
         }
+        Some(self.count(d))
+    }
+
+    /// The filler's datagram while it finds a path that went silent (a ping, or a train after
+    /// an answered ping), when one is due: before data and whatever caps data. The cap on
+    /// bytes in flight counts the DATA lost in the outage, which is not given up until the
+    /// retransmission timer fires — tens of seconds after a long outage, with its backoff —
+    /// so a filler that waited for data to be allowed waited for that: in core's model of a
+    /// 30-s link-down the estimate stayed at zero for 31 s after the link came back, each
+    /// answered ping's train blocked and the next stall silencing the filler again (the
+    /// emulated Table 2 on `synthetic-5min` showed 40–60 s). Pings are two unpadded PROBE
+    /// datagrams; the trains are bounded in time while the estimate is collapsed
+    /// (`filler_outage_interval`).
+    fn poll_finding(&mut self, now: Time) -> Option<SppDatagram> {
+        let c = self.control.as_mut()?;
+        if !c.finding_path() || !c.wants_filler(now) {
+            return None;
+        }
+        if !c.filler_sending() {
+            // A new train is paced from its first datagram, not sent in a saved-up burst.
+            self.pacer.tokens = self.pacer.tokens.min(0.0);
+        }
+        let d = c.poll_filler(now)?;
+        self.pacer.tokens -= d.wire_len() as f64;
+        self.sync_control(now);
         Some(self.count(d))
     }
 
@@ -563,8 +591,8 @@ impl AtpSender {
             take(c.poll_timeout());
             // Only when `poll_transmit` would send it: a timer it cannot act on would fire
             // at once, again and again, without time passing.
-            if !self.nai.has_sendable()
-                && self.can_send_data()
+            // (While it finds a silent path, whatever the application or the cap on data says.)
+            if (c.finding_path() || (!self.nai.has_sendable() && self.can_send_data()))
                 && let (Some(due), Some(ready)) = (c.filler_due(), self.pacer.next_ready())
             {
                 take(Some(due.max(ready)));

@@ -822,6 +822,14 @@ impl RateControl {
 
     /// A PROBE report from the receiver (filler trains).
     pub fn on_report(&mut self, now: Time, report: &ProbeReport) {
+        // The path answers: a stall is timed from here, as from an acknowledgement. DATA sent
+        // into an outage stays in flight, unacknowledged, until the retransmission timer
+        // gives it up; timed from the last acknowledgement, the stall fired again right after
+        // the first train measured the returned path and halved what it had just measured
+        // (core's model of a 30-s link-down: 410 → 205 kbit/s, again and again).
+        if self.last_ack_at.is_some_and(|t| t < now) {
+            self.last_ack_at = Some(now);
+        }
         let interval = self.train_interval();
         let verdict =
             self.filler
@@ -941,6 +949,17 @@ impl RateControl {
             return None;
         }
         self.filler.next_due()
+    }
+
+    /// Whether the filler is finding a path that went silent: pinging it (two unpadded PROBE
+    /// datagrams, until one is answered), or measuring it again after the stalls of an
+    /// outage. Its datagrams then go whatever caps the application's data (see
+    /// [`AtpSender`](super::AtpSender)): DATA sent before the outage stays counted in flight
+    /// until the retransmission timer gives it up, which after a long outage is tens of
+    /// seconds away.
+    pub fn finding_path(&self) -> bool {
+        self.config.filler_train_packets >= 2
+            && (self.filler.silent() || self.collapsed_from.is_some())
     }
 
     /// Whether a filler train is being sent (its first datagram went, its last has not).
