@@ -527,18 +527,10 @@ impl AtpSender {
     /// datagrams; the trains are bounded in time while the estimate is collapsed
     /// (`filler_outage_interval`).
     fn poll_finding(&mut self, now: Time) -> Option<SppDatagram> {
-        let c = self.control.as_mut()?;
-        if !c.finding_path() || !c.wants_filler(now) {
+        if !self.control.as_ref()?.finding_path() {
             return None;
         }
-        if !c.filler_sending() {
-            // A new train is paced from its first datagram, not sent in a saved-up burst.
-            self.pacer.tokens = self.pacer.tokens.min(0.0);
-        }
-        let d = c.poll_filler(now)?;
-        self.pacer.tokens -= d.wire_len() as f64;
-        self.sync_control(now);
-        Some(self.count(d))
+        self.take_filler(now)
     }
 
     /// The pacer allows a datagram and the application has none (the control's filler).
@@ -547,8 +539,13 @@ impl AtpSender {
             // Held back by SPP's bounds, not idle.
             return None;
         }
+        self.control.as_mut()?.on_app_limited();
+        self.take_filler(now)
+    }
+
+    /// The control's next filler datagram, if one is due, paced like data.
+    fn take_filler(&mut self, now: Time) -> Option<SppDatagram> {
         let c = self.control.as_mut()?;
-        c.on_app_limited();
         if !c.wants_filler(now) {
             return None;
         }
