@@ -136,8 +136,8 @@ pub(crate) async fn run_workload_to_end(
     drain: Duration,
 ) -> Result<(WorkloadReport, Option<SendError>)> {
     let start = Instant::now();
-    let mut lost = None;
-    let mut unsent: Vec<u64> = vec![0; usize::from(levels)];
+    // Where the connection was lost: the first message not submitted, and why.
+    let mut lost: Option<(usize, SendError)> = None;
     // One task per live message awaiting its outcome (bounded by the workload's messages).
     let mut pending: JoinSet<(MessageId, Outcome)> = JoinSet::new();
     let mut ledger = Ledger::default();
@@ -146,13 +146,7 @@ pub(crate) async fn run_workload_to_end(
     let total = specs.len();
     let mut outcomes = 0usize;
     let at_time = |d: Duration| Time::ZERO + d;
-    for spec in specs {
-        if lost.is_some() {
-            if let Some(n) = unsent.get_mut(usize::from(spec.priority.0)) {
-                *n += 1;
-            }
-            continue;
-        }
+    for (index, spec) in specs.iter().enumerate() {
         let due = Duration::from_nanos(spec.at.as_nanos());
         while start.elapsed() < due {
             // Sample the estimate and report progress once a second while waiting.
@@ -200,15 +194,17 @@ pub(crate) async fn run_workload_to_end(
                 outcomes += 1;
             }
             Err(e @ SendError::ConnectionLost(_)) => {
-                if let Some(n) = unsent.get_mut(usize::from(spec.priority.0)) {
-                    *n += 1;
-                }
-                lost = Some(e);
+                lost = Some((index, e));
+                break;
             }
             Err(e) => return Err(e).context("submitting a message"),
         }
     }
-    let total = total - unsent.iter().map(|&n| n as usize).sum::<usize>();
+    let unsent = lost
+        .as_ref()
+        .and_then(|&(index, _)| specs.get(index..))
+        .unwrap_or_default();
+    let total = total - unsent.len();
     let deadline = tokio::time::Instant::now() + drain;
     while outcomes < total {
         match tokio::time::timeout_at(deadline, pending.join_next()).await {
@@ -221,11 +217,13 @@ pub(crate) async fn run_workload_to_end(
     }
     estimate.push((start.elapsed().as_secs_f64(), conn.bandwidth()));
     let mut report = tally(&ledger, levels, start.elapsed().as_secs_f64(), estimate);
-    for (row, n) in report.levels.iter_mut().zip(unsent) {
-        row.submitted += n;
-        row.abandoned += n;
+    for spec in unsent {
+        if let Some(row) = report.levels.get_mut(usize::from(spec.priority.0)) {
+            row.submitted += 1;
+            row.abandoned += 1;
+        }
     }
-    Ok((report, lost))
+    Ok((report, lost.map(|(_, e)| e)))
 }
 
 fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -> WorkloadReport {

@@ -125,6 +125,16 @@ enum Role {
     },
 }
 
+impl Role {
+    /// The connection's TCP connections (a sender's one per level, a receiver's one).
+    fn links(&self) -> &[Link] {
+        match self {
+            Role::Sender { links, .. } => links,
+            Role::Receiver { link, .. } => std::slice::from_ref(link),
+        }
+    }
+}
+
 struct Conn {
     role: Role,
     port: Port,
@@ -327,10 +337,7 @@ impl BaselineDriver {
         };
         let mut silent = Vec::new();
         for (&id, conn) in &self.conns {
-            let links: Vec<_> = match &conn.role {
-                Role::Sender { links, .. } => links.iter().filter_map(state).collect(),
-                Role::Receiver { link, .. } => state(link).into_iter().collect(),
-            };
+            let links: Vec<_> = conn.role.links().iter().filter_map(state).collect();
             if liveness::peer_silent(&links, timeout) {
                 silent.push(id);
             }
@@ -498,11 +505,7 @@ impl BaselineDriver {
 /// Logs what kernel TCP knew of each of a connection's sockets as it ended on an error: why a
 /// live-looking connection was given up is otherwise invisible.
 fn log_tcp_state(id: u64, why: &ConnectionError, role: &Role) {
-    let links: Vec<&Link> = match role {
-        Role::Sender { links, .. } => links.iter().collect(),
-        Role::Receiver { link, .. } => vec![link],
-    };
-    for (i, link) in links.iter().enumerate() {
+    for (i, link) in role.links().iter().enumerate() {
         match crate::tcpinfo::tcp_info(link.fd()) {
             Ok(t) => tracing::warn!(
                 id,

@@ -74,8 +74,8 @@ pub struct BaselineOptions {
     /// How long a connection that awaits an answer (data in flight, probes out) may hear
     /// nothing at all from its peer — no acknowledgement, no data, on any of its TCP
     /// connections — before it ends as dead (default 8 s, as ATP's `silent_timeout`;
-    /// checked by the driver from `TCP_INFO`, with the kernel's `TCP_USER_TIMEOUT` at four
-    /// times this as a backstop). A path that is up but carries nothing for longer (a trace
+    /// checked by the driver from `TCP_INFO`; `TCP_USER_TIMEOUT` is not set, and the
+    /// kernel's keep-alives give up only after four times this, as a backstop). A path that is up but carries nothing for longer (a trace
     /// with a zero-rate stretch) ends the connection like a dead peer unless this is raised
     /// above the stretch; heavy loss on a working path does not.
     pub peer_timeout: std::time::Duration,

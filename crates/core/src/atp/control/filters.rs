@@ -118,7 +118,7 @@ impl DeliveryRate {
         let &(t1, _) = self.acks.back()?;
         let secs = t1.saturating_since(t0).as_secs_f64();
         let bytes = delivered.saturating_sub(d0);
-        (secs > 0.0 && bytes > 0 && bytes >= min_bytes).then(|| bytes as f64 / secs)
+        (secs > 0.0 && bytes >= min_bytes.max(1)).then(|| bytes as f64 / secs)
     }
 
     /// The rate over the shortest span back from `now` that covers both `min_span` and

@@ -53,9 +53,10 @@
 //! gain); one that arrived slower measured the bottleneck. A token bucket (tbf's `burst`, a
 //! cellular grant) passes a train that fits it at line rate whatever rate it sustains, so a
 //! rise is believed only once a second train, twice as long and sent right after the first,
-//! shows it too, and a train is judged by its second half as well as by the whole. A rise is found without a heavy
-//! sender, a fall without one, and the filler is bounded to `filler_share` of the estimate
-//! (at most one train every `filler_min_interval`) while nothing rises.
+//! shows it too, and a train is judged by its second half as well as by the whole. A rise is
+//! found without a heavy sender, a fall without one, and the filler is bounded to
+//! `filler_share` of the estimate (at most one train every `filler_min_interval`) while
+//! nothing rises.
 //!
 //! When acknowledgements stop while data is in flight (an outage), the estimate halves every
 //! `stall` period — the Congestion Manager's exponential aging of an idle rate
@@ -307,7 +308,7 @@ pub struct RateControl {
     pending_rise: Option<(f64, Time)>,
     /// The rate the path was last shown to sustain: set where the bottleneck was measured
     /// busy (a standing queue's reaction, a filler train that arrived slower than sent),
-    /// raised by a confirmed filler train.
+    /// raised by a confirmed filler train and by two cruise probes in a row taken whole.
     /// Application-limited samples may raise the estimate at most `filler_rise_band` above
     /// it (see `on_ack`).
     sustained: Option<f64>,
@@ -677,10 +678,10 @@ impl RateControl {
         let window = self.standing_window();
         // At least half a full datagram acknowledged after the window's first
         // acknowledgement (one datagram of a message's data): a queue that small messages only
-        // waited in (64-byte messages ten a second behind a
-        // filler train, which is not counted as delivered) says nothing of the bottleneck's
-        // rate — their acknowledgements' rate was the application's (95 kbit/s on a 1 Mbit/s
-        // link, and the estimate was halved on it at once).
+        // waited in (64-byte messages ten a second behind a filler train, which is not counted
+        // as delivered) says nothing of the bottleneck's rate — their acknowledgements' rate
+        // was the application's (95 kbit/s on a 1 Mbit/s link, and the estimate was halved on
+        // it at once).
         let min_bytes = crate::convert::f64_u64_sat(self.mtu / 2.0);
         let Some(rate) = self
             .delivery
@@ -698,8 +699,9 @@ impl RateControl {
         // token bucket's burst ending, on a path measured before), and taken in one step.
         let floor = (self.config.max_decrease * self.bottleneck_bytes_per_s())
             .min(self.sustained.unwrap_or(f64::INFINITY));
-        self.bw.reset(now, rate.max(floor));
-        self.sustained = Some(rate.max(floor));
+        let rate = rate.max(floor);
+        self.bw.reset(now, rate);
+        self.sustained = Some(rate);
         self.whole_probes = 0;
         self.calibrated = true;
         self.enter_drain(now, q);
@@ -921,9 +923,9 @@ impl RateControl {
         interval
     }
 
-    /// The rate a filler train is expected to cross the bottleneck at, for its grace: the
-    /// estimate, or the rate an outage started from.
-    fn filler_drain_rate(&self) -> f64 {
+    /// The rate a filler train is paced from (times its gain) and expected to cross the
+    /// bottleneck at (for its grace): the estimate, or the rate an outage started from.
+    fn filler_base_rate(&self) -> f64 {
         self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0))
     }
 
@@ -988,7 +990,7 @@ impl RateControl {
         // answers): a path that returns at that rate is measured by one train — a report
         // slower than sent is the bottleneck, as fast is taken — instead of regrowing from
         // the halvings' floor, several trains of seconds each.
-        let base = self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0));
+        let base = self.filler_base_rate();
         let rate = gain * base;
         // A confirming train is twice as long: together with the train it confirms it must
         // outlast what a token bucket can hold.
@@ -1006,7 +1008,7 @@ impl RateControl {
     pub fn poll_timeout(&self) -> Option<Time> {
         let mut t = self
             .filler
-            .poll_timeout(self.srtt(), self.filler_drain_rate());
+            .poll_timeout(self.srtt(), self.filler_base_rate());
         let mut take = |x: Time| t = Some(t.map_or(x, |y: Time| y.min(x)));
         if let Some(s) = self.stall_deadline() {
             take(s);
@@ -1062,7 +1064,7 @@ impl RateControl {
             }
         }
         let interval = self.train_interval();
-        let drain = self.filler_drain_rate();
+        let drain = self.filler_base_rate();
         self.filler
             .handle_timeout(now, self.srtt(), drain, interval);
         self.advance(now);
