@@ -22,6 +22,16 @@ use crate::spp::{SppDatagram, SppRepr};
 use crate::time::Time;
 use std::time::Duration;
 
+/// A train is given up once the application's DATA sent within it passes this many times the
+/// train's own bytes. A train's datagrams go only when the application has nothing to send, so
+/// a light application that uses most of the train's rate stretches it: 2 KB every 100 ms
+/// with the train at 35 KB/s left one train datagram per message, and at one train's worth
+/// of DATA (the bound this replaces) every train was given up before its end — the rise the
+/// filler exists to find (51 KB/s after an outage, the estimate pinned at 28) was never
+/// confirmed. A sender that is never idle sends no train datagram at all, and this bound
+/// ends the train's pacing for it.
+const DATA_PER_TRAIN: u64 = 4;
+
 /// What a whole train's report says (and, in [`Filler::on_report`]'s answer, when the
 /// train's first datagram left).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -228,8 +238,10 @@ impl Filler {
     }
 
     /// DATA of `bytes` went out. Within a train it joins the train's dispersion (a light
-    /// application's message does not wait for a train, nor spoil it); more than the train's
-    /// own bytes of it means the application is no longer idle, and the train is given up.
+    /// application's message does not wait for a train, nor spoil it: it is paced at the
+    /// train's rate, so train and data together left at that rate); more than
+    /// [`DATA_PER_TRAIN`] times the train's own bytes of it means the application is no
+    /// longer light, and the train is given up.
     pub(crate) fn on_data_sent(&mut self, now: Time, bytes: u64, interval: Duration) {
         let Some(t) = self
             .train
@@ -241,7 +253,7 @@ impl Filler {
         t.data_bytes = t.data_bytes.saturating_add(bytes);
         let t = *t;
         let own = u64::from(t.packets) * self.datagram_len(&t);
-        if t.data_bytes > own {
+        if t.data_bytes > DATA_PER_TRAIN * own {
             self.train = None;
             if t.ping {
                 self.overdue = Some((t.id, true));

@@ -939,15 +939,25 @@ impl RateControl {
         }
     }
 
+    /// Whether the filler runs at all: it is configured, and this side has sent the
+    /// application's data. The filler keeps an estimate for a sender between its messages; a
+    /// side that never sent any (a server that only receives) needs none — its first message
+    /// is admitted with no estimate, as a new connection's are — and its trains would take
+    /// `filler_share` of the path for nothing for as long as the connection lasts (the
+    /// emulated Table 2's receiving server: 60–78 KB/s of PROBE datagrams for 300 s).
+    fn filler_enabled(&self) -> bool {
+        self.config.filler_train_packets >= 2 && self.sent > 0
+    }
+
     /// Whether a filler datagram is due now, for an application with nothing to send.
     pub fn wants_filler(&self, now: Time) -> bool {
-        self.config.filler_train_packets >= 2 && self.filler.due(now)
+        self.filler_enabled() && self.filler.due(now)
     }
 
     /// When the next filler datagram may go, for an application with nothing to send (the
     /// pacer still spaces a train's datagrams); `None` while a train awaits its report.
     pub fn filler_due(&self) -> Option<Time> {
-        if self.config.filler_train_packets < 2 {
+        if !self.filler_enabled() {
             return None;
         }
         self.filler.next_due()
@@ -960,8 +970,7 @@ impl RateControl {
     /// until the retransmission timer gives it up, which after a long outage is tens of
     /// seconds away.
     pub fn finding_path(&self) -> bool {
-        self.config.filler_train_packets >= 2
-            && (self.filler.silent() || self.collapsed_from.is_some())
+        self.filler_enabled() && (self.filler.silent() || self.collapsed_from.is_some())
     }
 
     /// Whether a filler train is being sent (its first datagram went, its last has not).

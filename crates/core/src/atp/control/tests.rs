@@ -346,8 +346,8 @@ fn test_a_partial_report_does_not_silence_the_filler() {
 
 /// The receiver's report of a whole 8-datagram train that arrived at `rate` bytes/s.
 fn report_at(probe_id: u32, rate: f64) -> ProbeReport {
-    let mut c = control();
-    let size = c.poll_filler(Time::ZERO).expect("a train").wire_len() as u32;
+    // A train's datagrams are full-size.
+    let size = u32::from(MTU);
     ProbeReport {
         probe_id,
         bytes: 7 * size,
@@ -424,4 +424,30 @@ fn test_the_allowances_leave_a_slow_paths_cap_alone() {
         cap <= plain + 2.0 * f64::from(MTU),
         "cap {cap} against {plain}"
     );
+}
+
+/// A side that never sent the application's data (a server that only receives) sends no
+/// filler: it needs no estimate, and trains would take a share of the path for as long as
+/// the connection lasts. Its first DATA starts the filler.
+#[test]
+fn test_no_filler_before_the_application_sends() {
+    let mut c = control();
+    let mut t = Time::ZERO;
+    while t < Time::from_secs(10) {
+        assert!(
+            c.poll_filler(t).is_none(),
+            "filler at {t} with nothing sent"
+        );
+        assert!(c.filler_due().is_none());
+        t += Duration::from_millis(50);
+    }
+    c.on_sent(t, u64::from(MTU));
+    c.on_ack(
+        t + Duration::from_millis(10),
+        u64::from(MTU),
+        Some(Duration::from_millis(10)),
+    );
+    c.set_in_flight(0);
+    assert!(c.filler_due().is_some());
+    assert!(c.poll_filler(t + Duration::from_millis(10)).is_some());
 }
