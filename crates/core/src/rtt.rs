@@ -3,7 +3,6 @@
 //! Shared by every transport that times retransmissions (the stream, SPP) and by the
 //! Congestion Manager, so that "srtt", "rttvar" and "min RTT" mean the same thing everywhere.
 
-use crate::time::Time;
 use std::time::Duration;
 
 /// RFC 6298 §2 constants and the bounds an application may tune.
@@ -142,57 +141,6 @@ impl RttEstimator {
     }
 }
 
-/// Which RTT samples still measure the path after it went silent.
-///
-/// A link that stops carrying packets may hold the ones it has (a cellular base station's
-/// buffer, a trace's stretch of zero rate in front of a drop-tail queue) and deliver them when
-/// it returns: their acknowledgements then bring RTT samples as long as the outage, and one
-/// 30-s sample raised the smoothed RTT to 22 s, which every timer built on it (a train's
-/// grace, the stall check, the RTO) then waited out with the path already back. Samples of
-/// packets sent before the path answered again measure the outage, not the path, and are
-/// left out, as Karn's algorithm leaves out the ambiguous samples of retransmissions
-/// (RFC 6298 §3). The owner arms the fence when it decides the path is silent (ATP's rate
-/// control: acknowledgements stalled); the first answer after that closes it at its time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct OutageFence {
-    state: FenceState,
-}
-
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-enum FenceState {
-    /// No outage seen: every sample counts.
-    #[default]
-    Open,
-    /// The path went silent and has not answered since.
-    Armed,
-    /// The path answered again at this time: samples of packets sent before it do not count.
-    At(Time),
-}
-
-impl OutageFence {
-    /// The path went silent: the next answer closes the fence. Already armed: nothing changes.
-    pub fn arm(&mut self) {
-        self.state = FenceState::Armed;
-    }
-
-    /// Something came back from the peer at `now` (an acknowledgement, a probe's report).
-    pub fn on_answer(&mut self, now: Time) {
-        if self.state == FenceState::Armed {
-            self.state = FenceState::At(now);
-        }
-    }
-
-    /// Whether an RTT sample of a packet sent at `sent_at` measures the path (call after
-    /// [`on_answer`](Self::on_answer) for the answer that brought it).
-    pub fn admits(&self, sent_at: Time) -> bool {
-        match self.state {
-            FenceState::Open => true,
-            FenceState::Armed => false,
-            FenceState::At(t) => sent_at >= t,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -250,29 +198,5 @@ mod tests {
         assert_eq!(e.rto(), Duration::from_secs(1), "RFC 6298 §2.4 floor");
         assert_eq!(e.backed_off_rto(3), Duration::from_secs(8));
         assert_eq!(e.backed_off_rto(40), Duration::from_secs(60));
-    }
-
-    #[test]
-    fn test_fence_drops_samples_of_packets_sent_before_the_path_answered() {
-        let mut f = OutageFence::default();
-        assert!(f.admits(Time::ZERO), "open: every sample counts");
-        f.on_answer(Time::from_secs(1));
-        assert!(
-            f.admits(Time::ZERO),
-            "an answer without an outage closes nothing"
-        );
-        f.arm();
-        assert!(!f.admits(Time::from_secs(5)));
-        f.on_answer(Time::from_secs(30));
-        // Sent before the outage and held through it: the outage's length, not the path's.
-        assert!(!f.admits(Time::from_secs(2)));
-        assert!(!f.admits(Time::from_millis(29_999)));
-        assert!(f.admits(Time::from_secs(30)));
-        // A later answer does not move the fence; arming again waits for the next answer.
-        f.on_answer(Time::from_secs(40));
-        assert!(f.admits(Time::from_secs(31)));
-        f.arm();
-        f.on_answer(Time::from_secs(50));
-        assert!(!f.admits(Time::from_secs(45)));
     }
 }

@@ -609,14 +609,7 @@ impl AtpSender {
     pub fn handle_timeout(&mut self, now: Time) {
         if let Some(c) = self.control.as_mut() {
             c.set_in_flight(self.spp.in_flight_packets());
-            let stalls = c.stats().stalls;
             c.handle_timeout(now);
-            if c.stats().stalls > stalls {
-                // The path went silent: what it may be holding would come back with the
-                // outage's length as its RTT (see `OutageFence`). The control's RTT samples
-                // are SPP's, so this fences both.
-                self.spp.arm_rtt_fence();
-            }
             self.sync_control(now);
         } else if self.source == RateSource::Estimated
             && let Some(e) = self.clock.handle_timeout(now)

@@ -9,7 +9,7 @@
 use super::SppConfig;
 use super::wire::{AckFrame, CancelHeader, DataHeader};
 use crate::nai::{Chunk, DiscardNotice, MessageId};
-use crate::rtt::{OutageFence, RttEstimator};
+use crate::rtt::RttEstimator;
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -109,9 +109,6 @@ pub struct SppSender {
     in_flight: BTreeMap<u64, Sent>,
     largest_acked: Option<u64>,
     rtt: RttEstimator,
-    /// Leaves out the RTT samples of packets held through an outage ([`OutageFence`]); armed
-    /// only by an owner that detects outages ([`SppSender::arm_rtt_fence`]).
-    rtt_fence: OutageFence,
     backoffs: u32,
     open: BTreeMap<u64, Open>,
     /// One past the highest message number seen.
@@ -139,7 +136,6 @@ impl SppSender {
             in_flight: BTreeMap::new(),
             largest_acked: None,
             rtt,
-            rtt_fence: OutageFence::default(),
             backoffs: 0,
             open: BTreeMap::new(),
             next_unopened: 0,
@@ -306,7 +302,6 @@ impl SppSender {
     /// [`SppSender::on_message_acked`].
     pub fn handle_ack(&mut self, now: Time, ack: &AckFrame) -> Vec<SppOutcome> {
         let mut out = Vec::new();
-        self.rtt_fence.on_answer(now);
         match ack.window {
             // Absolute limits: a reordered ACK's smaller one changes nothing.
             Some(w) if self.heard_limit => {
@@ -359,9 +354,7 @@ impl SppSender {
             && self.largest_acked.is_none_or(|l| pn > l)
         {
             self.largest_acked = Some(pn);
-            if self.rtt_fence.admits(sent.at) {
-                self.rtt.on_sample(now - sent.at);
-            }
+            self.rtt.on_sample(now - sent.at);
         }
         for (_, sent) in newly {
             match sent.carried {
@@ -470,13 +463,5 @@ impl SppSender {
     /// The RTT estimator.
     pub fn rtt(&self) -> &RttEstimator {
         &self.rtt
-    }
-
-    /// The path went silent (its owner saw acknowledgements stall): until the next
-    /// acknowledgement, and for every packet sent before it, RTT samples are left out — a
-    /// packet a link held through the outage would bring the outage's length as its RTT, and
-    /// the RTO built on it would keep data lost in the outage in flight for a minute.
-    pub fn arm_rtt_fence(&mut self) {
-        self.rtt_fence.arm();
     }
 }

@@ -366,9 +366,10 @@ impl Filler {
     }
 
     /// When a sent train's report is overdue: two smoothed RTTs after its last datagram (at
-    /// least 10 ms), plus the time its bytes take at `drain_rate` (bytes/s, the estimate): a
-    /// train sent faster than the bottleneck queues, and its last datagram arrives that much
-    /// later (a train that filled a token bucket's queue missed a shorter grace).
+    /// least 10 ms, at most the silent filler's longest ping interval), plus the time its
+    /// bytes take at `drain_rate` (bytes/s, the estimate): a train sent faster than the
+    /// bottleneck queues, and its last datagram arrives that much later (a train that filled
+    /// a token bucket's queue missed a shorter grace).
     pub(crate) fn poll_timeout(&self, srtt: Duration, drain_rate: f64) -> Option<Time> {
         self.train
             .filter(|t| t.sent >= t.packets)
@@ -386,7 +387,19 @@ impl Filler {
     }
 
     fn grace(&self, t: &Train, srtt: Duration, drain_rate: f64) -> Duration {
-        let rtts = srtt.saturating_mul(2).max(Duration::from_millis(10));
+        // The smoothed RTT after an outage can be the outage's length: a link that held
+        // packets through it (the emulator's queue at a trace's zero rate, a base station's
+        // buffer) returns them with 30-s RTTs, and one such sample raised it to 22 s. A lost
+        // ping's grace then held the filler 44 s with the path back and every message refused
+        // (the emulated synthetic trace's 43-kbit/s plateau). A report later than the silent
+        // filler's longest ping interval gains nothing by being waited for: the next ping
+        // would have gone, and a late report still ends a silence (`overdue`). Those samples
+        // stay in the smoothed RTT itself: the RTO needs them (the held packets are still
+        // arriving), and the simulator's fading traces lost 2–3 points without them.
+        let rtts = srtt
+            .saturating_mul(2)
+            .max(Duration::from_millis(10))
+            .min(self.backoff.max.max(self.backoff.first));
         let bytes = (u64::from(t.packets) * self.datagram_len(t)) as f64;
         let drain = Duration::try_from_secs_f64(bytes / drain_rate).unwrap_or(Duration::ZERO);
         // At most a second of it: a collapsed estimate would otherwise hold a lost train

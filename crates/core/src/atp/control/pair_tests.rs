@@ -703,7 +703,8 @@ fn test_light_application_finds_the_path_again_after_a_long_link_down() {
 /// to nothing over 30 s, stays at nothing for 30 s, and comes back at 50 KB/s. The packets
 /// held through the stretch come back with 30-s RTTs; the smoothed RTT built on them reached
 /// 22 s, and a lost ping's grace (two smoothed RTTs) kept the filler waiting 44 s with the path
-/// back and the estimate at 271 B/s (every message refused) — 70 s in the emulated run.
+/// back and the estimate at 271 B/s (every message refused) — 70 s in the emulated run. A
+/// train's grace is now at most the silent filler's longest ping interval.
 #[test]
 fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_packets() {
     let mut schedule = vec![(Time::ZERO, 102_400.0)];
@@ -723,6 +724,8 @@ fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_pac
     let (p10, median) = (after[after.len() / 10], after[after.len() / 2]);
     assert!((median - 1.0).abs() < 0.2, "median {median:.2} of the rate");
     assert!(p10 > 0.45, "10th percentile {p10:.2} of the rate");
+    // The held packets' samples stay in the smoothed RTT (the RTO needs them), and the
+    // samples of the returned path bring it back down.
     let srtt = p.tx.control().and_then(|c| c.srtt).unwrap_or_default();
     assert!(
         srtt < Duration::from_secs(1),
