@@ -678,24 +678,49 @@ fn test_bursts_that_fit_a_token_bucket_do_not_ratchet_the_estimate() {
 /// 3 s (before: 31 s).
 #[test]
 fn test_light_application_finds_the_path_again_after_a_long_link_down() {
-    let mut schedule = vec![(Time::ZERO, 204_800.0)];
-    for i in 0..10u64 {
-        schedule.push((Time::from_secs(10 + i), 204_800.0 * (1.0 - i as f64 / 10.0)));
-    }
-    schedule.push((Time::from_secs(20), 0.0));
-    schedule.push((Time::from_secs(50), 51_200.0));
+    let schedule = fall_then_outage(204_800.0, 10, 10, 30, 51_200.0);
     let mut p = Pair::new(schedule, Duration::from_millis(2));
     p.down_loses = true;
     p.run_light(Time::from_secs(80), 2048, Duration::from_millis(100));
     let during = p.estimate_at(Time::from_secs(45));
     assert!(during < 5_000.0, "during the outage {during:.0} B/s");
-    let mut after: Vec<f64> = (530..800)
-        .map(|t| p.estimate_at(Time::from_millis(100 * t)) / 51_200.0)
-        .collect();
-    after.sort_by(f64::total_cmp);
-    let (p10, median) = (after[after.len() / 10], after[after.len() / 2]);
-    assert!((median - 1.0).abs() < 0.2, "median {median:.2} of the rate");
-    assert!(p10 > 0.45, "10th percentile {p10:.2} of the rate");
+    p.assert_back_at(Time::from_millis(53_000), Time::from_secs(80), 51_200.0);
+}
+
+/// A link at `rate` (bytes/s) that falls linearly to nothing over `fall_s` seconds from
+/// `from_s`, carries nothing for `down_s` seconds, and comes back at `back`.
+fn fall_then_outage(
+    rate: f64,
+    from_s: u64,
+    fall_s: u64,
+    down_s: u64,
+    back: f64,
+) -> Vec<(Time, f64)> {
+    let mut schedule = vec![(Time::ZERO, rate)];
+    for i in 0..fall_s {
+        schedule.push((
+            Time::from_secs(from_s + i),
+            rate * (1.0 - i as f64 / fall_s as f64),
+        ));
+    }
+    schedule.push((Time::from_secs(from_s + fall_s), 0.0));
+    schedule.push((Time::from_secs(from_s + fall_s + down_s), back));
+    schedule
+}
+
+impl Pair {
+    /// Over `[from, to)` (sampled every 100 ms) the estimate's median is within 20 % of
+    /// `rate` and its 10th percentile above 45 % of it.
+    fn assert_back_at(&self, from: Time, to: Time, rate: f64) {
+        let (from, to) = (from.as_nanos() / 100_000_000, to.as_nanos() / 100_000_000);
+        let mut after: Vec<f64> = (from..to)
+            .map(|t| self.estimate_at(Time::from_millis(100 * t)) / rate)
+            .collect();
+        after.sort_by(f64::total_cmp);
+        let (p10, median) = (after[after.len() / 10], after[after.len() / 2]);
+        assert!((median - 1.0).abs() < 0.2, "median {median:.2} of the rate");
+        assert!(p10 > 0.45, "10th percentile {p10:.2} of the rate");
+    }
 }
 
 /// The emulated Table 2's outage, with the link holding what it had (the emulator's queue
@@ -707,23 +732,12 @@ fn test_light_application_finds_the_path_again_after_a_long_link_down() {
 /// train's grace is now at most the silent filler's longest ping interval.
 #[test]
 fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_packets() {
-    let mut schedule = vec![(Time::ZERO, 102_400.0)];
-    for i in 0..30u64 {
-        schedule.push((Time::from_secs(10 + i), 102_400.0 * (1.0 - i as f64 / 30.0)));
-    }
-    schedule.push((Time::from_secs(40), 0.0));
-    schedule.push((Time::from_secs(70), 51_200.0));
+    let schedule = fall_then_outage(102_400.0, 10, 30, 30, 51_200.0);
     let mut p = Pair::new(schedule, Duration::from_millis(2)).with_queue(50);
     p.run_light(Time::from_secs(110), 4096, Duration::from_millis(500));
     let stalls = p.tx.control().map_or(0, |c| c.stats().stalls);
     assert!(stalls > 0, "the stretch of nothing was not noticed");
-    let mut after: Vec<f64> = (750..1100)
-        .map(|t| p.estimate_at(Time::from_millis(100 * t)) / 51_200.0)
-        .collect();
-    after.sort_by(f64::total_cmp);
-    let (p10, median) = (after[after.len() / 10], after[after.len() / 2]);
-    assert!((median - 1.0).abs() < 0.2, "median {median:.2} of the rate");
-    assert!(p10 > 0.45, "10th percentile {p10:.2} of the rate");
+    p.assert_back_at(Time::from_secs(75), Time::from_secs(110), 51_200.0);
     // The held packets' samples stay in the smoothed RTT (the RTO needs them), and the
     // samples of the returned path bring it back down.
     let srtt = p.tx.control().and_then(|c| c.srtt).unwrap_or_default();
