@@ -339,6 +339,14 @@ impl Filler {
         }
     }
 
+    /// The next train waits `interval` from `now` (what the last one showed needs no
+    /// following up).
+    pub(crate) fn wait(&mut self, now: Time, interval: Duration) {
+        if self.train.is_none() {
+            self.next_at = now.saturating_add(interval);
+        }
+    }
+
     /// The next train goes at once (to confirm what the last one showed).
     pub(crate) fn follow_at_once(&mut self, now: Time) {
         if self.train.is_none() {

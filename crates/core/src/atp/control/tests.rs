@@ -451,3 +451,73 @@ fn test_no_filler_before_the_application_sends() {
     assert!(c.filler_due().is_some());
     assert!(c.poll_filler(t + Duration::from_millis(10)).is_some());
 }
+
+/// A train the link took, but no faster than the estimate (this host could not pace it
+/// faster: loopback): the next train waits the usual interval instead of following at once,
+/// and it does go then.
+#[test]
+fn test_a_train_taken_at_the_estimate_is_not_followed_at_once() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let mut t = now;
+    for round in 0..3 {
+        let mut sent = Vec::new();
+        while let Some(d) = c.poll_filler(t) {
+            let len = d.wire_len() as f64;
+            sent.push(d);
+            // Asked for 1.25 times the estimate, it left at the estimate.
+            t += Duration::from_secs_f64(len / c.bottleneck_bytes_per_s());
+        }
+        assert_eq!(sent.len(), 8, "round {round}: a full train");
+        // Arrived as fast as it left, and it left at the estimate.
+        c.on_report(
+            t,
+            &report_at(probe(&sent[0]).probe_id, c.bottleneck_bytes_per_s()),
+        );
+        assert!(!c.wants_filler(t), "round {round}: followed at once");
+        let due = c.filler_due().expect("a next train is due");
+        assert!(due > t, "round {round}");
+        t = due;
+    }
+}
+
+/// STARTUP on a path faster than this host can pace a train (loopback): every train arrives
+/// as fast as it left, none shows a bottleneck, yet three confirmed trains that do not raise
+/// the rate end STARTUP with the rate they showed (before: no estimate for seconds, and a
+/// confirming train about every millisecond).
+#[test]
+fn test_startup_ends_on_trains_the_host_cannot_pace_faster() {
+    let mut c = control();
+    let mut t = Time::ZERO;
+    c.on_sent(t, u64::from(MTU));
+    c.on_ack(
+        t + Duration::from_micros(50),
+        u64::from(MTU),
+        Some(Duration::from_micros(50)),
+    );
+    c.set_in_flight(0);
+    // The fastest this host sends a train: 40 MB/s, whatever it is asked for.
+    let host = 40e6;
+    let mut trains = 0;
+    while c.estimate().is_none() {
+        trains += 1;
+        assert!(trains <= 12, "no estimate after {trains} trains");
+        t = c.filler_due().expect("a train is due").max(t);
+        let mut sent = Vec::new();
+        while let Some(d) = c.poll_filler(t) {
+            let len = d.wire_len() as f64;
+            sent.push(d);
+            t += Duration::from_secs_f64(len / host);
+        }
+        let n = sent.len() as u32;
+        let report = ProbeReport {
+            probe_id: probe(&sent[0]).probe_id,
+            bytes: (n - 1) * u32::from(MTU),
+            gap_ns: (f64::from((n - 1) * u32::from(MTU)) / host * 1e9) as u64,
+        };
+        t += Duration::from_micros(50);
+        c.on_report(t, &report);
+    }
+    let e = c.estimate().unwrap_or_default();
+    assert!((e / host - 1.0).abs() < 0.1, "estimate {e:.0}");
+}
