@@ -627,23 +627,15 @@ impl RateControl {
         if self.check_queue(now) {
             return;
         }
-        match self.phase {
-            Phase::Startup if round_start && !app_limited => {
-                let bw = self.bottleneck_bytes_per_s();
-                if bw >= 1.25 * self.full_bw {
-                    self.full_bw = bw;
-                    self.full_bw_rounds = 0;
-                } else {
-                    self.full_bw_rounds += 1;
-                    if self.full_bw_rounds >= 3 {
-                        // BBR: the rate stopped growing; what startup queued is drained.
-                        self.calibrated = true;
-                        let q = self.rtt_queue_delay(now);
-                        self.enter_drain(now, q);
-                    }
-                }
-            }
-            _ => {}
+        if self.phase == Phase::Startup
+            && round_start
+            && !app_limited
+            && self.startup_round_ends_it(self.bottleneck_bytes_per_s())
+        {
+            // BBR: the rate stopped growing; what startup queued is drained.
+            self.calibrated = true;
+            let q = self.rtt_queue_delay(now);
+            self.enter_drain(now, q);
         }
         self.advance(now);
     }
@@ -737,9 +729,7 @@ impl RateControl {
                 .zip(self.min_rtt())
                 .is_some_and(|(l, m)| l.saturating_sub(m) <= self.queue_target() / 2);
             if now >= self.drain_until || gone {
-                self.phase = Phase::Cruise;
-                self.cycle_start = now;
-                self.cycle_index = 2;
+                self.enter_cruise(now);
             }
             return;
         }
@@ -878,8 +868,17 @@ impl RateControl {
             (true, Some(p)) => rate.min(p),
             (false, _) => rate,
         };
-        if self.phase == Phase::Startup && matches!(verdict, TrainVerdict::Taken(_)) {
-            self.startup_train_taken(now, rate);
+        // A train taken whole counts as a round of STARTUP. Without it, a path faster than this
+        // host can pace a train (loopback: trains left at 45 MB/s whatever rate they were asked
+        // for) never gives a train that arrives slower than it left, and an application that
+        // sent less than STARTUP needs to end (100 KB) left the estimate unknown for seconds.
+        if self.phase == Phase::Startup
+            && matches!(verdict, TrainVerdict::Taken(_))
+            && self.startup_round_ends_it(rate)
+        {
+            // The trains passed without a queue: nothing to drain.
+            self.calibrated = true;
+            self.enter_cruise(now);
         }
         match verdict {
             TrainVerdict::Taken(_) if rate > bw => {
@@ -892,9 +891,7 @@ impl RateControl {
                 self.sustained = Some(rate);
                 self.calibrated = true;
                 if self.phase == Phase::Startup {
-                    self.phase = Phase::Cruise;
-                    self.cycle_start = now;
-                    self.cycle_index = 2;
+                    self.enter_cruise(now);
                 }
             }
             TrainVerdict::Taken(_) => {
@@ -909,27 +906,24 @@ impl RateControl {
         }
     }
 
-    /// A confirmed train in STARTUP that the link took whole at `rate`: it counts as a round
-    /// of STARTUP, as an acknowledged round of DATA does, and three in a row that do not raise
-    /// the rate by a quarter end STARTUP with the rate measured. Without this, a path faster
-    /// than this host can pace a train (loopback: the trains left at 45 MB/s whatever rate
-    /// they were asked for) never gives a train that arrives slower than it left, and an
-    /// application that sent less than STARTUP needs to end (100 KB) left the estimate unknown
-    /// for seconds while confirming trains followed one another about every millisecond.
-    fn startup_train_taken(&mut self, now: Time, rate: f64) {
+    /// One round of STARTUP that showed `rate`: whether it ends STARTUP — BBR's full-bandwidth
+    /// rule, three rounds in a row that do not raise the rate by a quarter. A round is a round
+    /// trip of DATA (`on_ack`) or a confirmed filler train the link took whole (`on_report`).
+    fn startup_round_ends_it(&mut self, rate: f64) -> bool {
         if rate >= 1.25 * self.full_bw {
             self.full_bw = rate;
             self.full_bw_rounds = 0;
-            return;
+            return false;
         }
         self.full_bw_rounds += 1;
-        if self.full_bw_rounds >= 3 {
-            // The trains passed without a queue: nothing to drain.
-            self.calibrated = true;
-            self.phase = Phase::Cruise;
-            self.cycle_start = now;
-            self.cycle_index = 2;
-        }
+        self.full_bw_rounds >= 3
+    }
+
+    /// Starts the cruise cycle at one of its phases at 1.0 (not at the probe).
+    fn enter_cruise(&mut self, now: Time) {
+        self.phase = Phase::Cruise;
+        self.cycle_start = now;
+        self.cycle_index = 2;
     }
 
     /// Time between filler trains while nothing rises: the train's bytes at `filler_share`

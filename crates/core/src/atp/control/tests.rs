@@ -441,13 +441,7 @@ fn test_no_filler_before_the_application_sends() {
         assert!(c.filler_due().is_none());
         t += Duration::from_millis(50);
     }
-    c.on_sent(t, u64::from(MTU));
-    c.on_ack(
-        t + Duration::from_millis(10),
-        u64::from(MTU),
-        Some(Duration::from_millis(10)),
-    );
-    c.set_in_flight(0);
+    one_datagram_acked(&mut c, t, Duration::from_millis(10));
     assert!(c.filler_due().is_some());
     assert!(c.poll_filler(t + Duration::from_millis(10)).is_some());
 }
@@ -461,13 +455,10 @@ fn test_a_train_taken_at_the_estimate_is_not_followed_at_once() {
     let (mut c, now) = at_one_megabyte(rtt);
     let mut t = now;
     for round in 0..3 {
-        let mut sent = Vec::new();
-        while let Some(d) = c.poll_filler(t) {
-            let len = d.wire_len() as f64;
-            sent.push(d);
-            // Asked for 1.25 times the estimate, it left at the estimate.
-            t += Duration::from_secs_f64(len / c.bottleneck_bytes_per_s());
-        }
+        // Asked for 1.25 times the estimate, it left at the estimate.
+        let estimate = c.bottleneck_bytes_per_s();
+        let sent;
+        (sent, t) = send_train_at(&mut c, t, estimate);
         assert_eq!(sent.len(), 8, "round {round}: a full train");
         // Arrived as fast as it left, and it left at the estimate.
         c.on_report(
@@ -489,13 +480,7 @@ fn test_a_train_taken_at_the_estimate_is_not_followed_at_once() {
 fn test_startup_ends_on_trains_the_host_cannot_pace_faster() {
     let mut c = control();
     let mut t = Time::ZERO;
-    c.on_sent(t, u64::from(MTU));
-    c.on_ack(
-        t + Duration::from_micros(50),
-        u64::from(MTU),
-        Some(Duration::from_micros(50)),
-    );
-    c.set_in_flight(0);
+    one_datagram_acked(&mut c, t, Duration::from_micros(50));
     // The fastest this host sends a train: 40 MB/s, whatever it is asked for.
     let host = 40e6;
     let mut trains = 0;
@@ -503,12 +488,8 @@ fn test_startup_ends_on_trains_the_host_cannot_pace_faster() {
         trains += 1;
         assert!(trains <= 12, "no estimate after {trains} trains");
         t = c.filler_due().expect("a train is due").max(t);
-        let mut sent = Vec::new();
-        while let Some(d) = c.poll_filler(t) {
-            let len = d.wire_len() as f64;
-            sent.push(d);
-            t += Duration::from_secs_f64(len / host);
-        }
+        let sent;
+        (sent, t) = send_train_at(&mut c, t, host);
         let n = sent.len() as u32;
         let report = ProbeReport {
             probe_id: probe(&sent[0]).probe_id,
@@ -520,4 +501,23 @@ fn test_startup_ends_on_trains_the_host_cannot_pace_faster() {
     }
     let e = c.estimate().unwrap_or_default();
     assert!((e / host - 1.0).abs() < 0.1, "estimate {e:.0}");
+}
+
+/// `c` sends one full datagram at `t`, acknowledged `rtt` later: the application has sent
+/// data, so the filler runs.
+fn one_datagram_acked(c: &mut RateControl, t: Time, rtt: Duration) {
+    c.on_sent(t, u64::from(MTU));
+    c.on_ack(t + rtt, u64::from(MTU), Some(rtt));
+    c.set_in_flight(0);
+}
+
+/// Sends `c`'s due filler train from `t`, its datagrams leaving at `rate` bytes/s (whatever
+/// rate the control asked for); returns them and the time after the last.
+fn send_train_at(c: &mut RateControl, mut t: Time, rate: f64) -> (Vec<SppDatagram>, Time) {
+    let mut sent = Vec::new();
+    while let Some(d) = c.poll_filler(t) {
+        t += Duration::from_secs_f64(d.wire_len() as f64 / rate);
+        sent.push(d);
+    }
+    (sent, t)
 }
