@@ -66,7 +66,16 @@ pub fn socket_path() -> PathBuf {
     std::env::var_os(SOCKET_ENV).map_or_else(|| PathBuf::from(DEFAULT_SOCKET_PATH), PathBuf::from)
 }
 
-type Pending = Arc<Mutex<HashMap<u32, oneshot::Sender<Message>>>>;
+/// The calls waiting for their replies, by `req_id`.
+#[derive(Default)]
+struct Calls {
+    waiting: HashMap<u32, oneshot::Sender<Message>>,
+    /// The reader has stopped: no reply will come, so no call may wait for one. Set under
+    /// the same lock as `waiting` is cleared, so a call either is cleared or sees this.
+    closed: bool,
+}
+
+type Pending = Arc<Mutex<Calls>>;
 
 /// A connection to the daemon. Cheap to clone; the connection closes when the last clone is
 /// dropped, and the daemon then frees everything the connection held.
@@ -157,7 +166,7 @@ impl DaemonClient {
     /// Starts the reader task of a connected stream.
     fn from_stream(stream: UnixStream, event_queue: usize) -> DaemonClient {
         let (mut rd, wr) = stream.into_split();
-        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
+        let pending: Pending = Arc::new(Mutex::new(Calls::default()));
         let (tx, rx) = mpsc::channel(event_queue.max(1));
         let lost = Arc::new(AtomicU64::new(0));
         let reader = {
@@ -177,7 +186,7 @@ impl DaemonClient {
                         let waiting = if msg.is_event() || req_id == 0 {
                             None
                         } else {
-                            lock(&pending).remove(&req_id)
+                            lock(&pending).waiting.remove(&req_id)
                         };
                         match waiting {
                             Some(w) => {
@@ -196,8 +205,11 @@ impl DaemonClient {
                         }
                     }
                 }
-                // Waiting calls see `Disconnected` when their senders drop.
-                lock(&pending).clear();
+                // Waiting calls see `Disconnected` when their senders drop, and later calls
+                // see `closed`.
+                let mut calls = lock(&pending);
+                calls.closed = true;
+                calls.waiting.clear();
             })
         };
         DaemonClient {
@@ -249,11 +261,19 @@ impl DaemonClient {
         let mut frame = Vec::with_capacity(64);
         encode_frame(id, &msg, &mut frame).map_err(ClientError::Encode)?;
         let (tx, rx) = oneshot::channel();
-        lock(&self.inner.pending).insert(id, tx);
+        {
+            // The reader may have stopped after the daemon closed its end while the socket
+            // still takes writes: a call registered then would wait forever.
+            let mut calls = lock(&self.inner.pending);
+            if calls.closed {
+                return Err(ClientError::Disconnected);
+            }
+            calls.waiting.insert(id, tx);
+        }
         {
             let mut w = self.inner.writer.lock().await;
             if w.write_all(&frame).await.is_err() {
-                lock(&self.inner.pending).remove(&id);
+                lock(&self.inner.pending).waiting.remove(&id);
                 return Err(ClientError::Disconnected);
             }
         }
@@ -448,4 +468,34 @@ pub fn process_name() -> String {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A daemon that closes its sending side but still takes writes: the client's reader
+    /// ends, and a call made afterwards must fail at once instead of waiting for a reply
+    /// that cannot come (a test of the daemon backend hung here about once in 100 loaded
+    /// runs).
+    #[tokio::test]
+    async fn a_call_after_the_daemon_stopped_replying_fails_instead_of_waiting() {
+        let (ours, mut theirs) = UnixStream::pair().expect("socket pair");
+        let client = DaemonClient::from_stream(ours, 16);
+        theirs
+            .shutdown()
+            .await
+            .expect("shut down the daemon's sending side");
+        // The reader has seen the end once the event queue closes.
+        let end = tokio::time::timeout(Duration::from_secs(5), client.next_event()).await;
+        assert!(matches!(end, Ok(None)), "the reader ended: {end:?}");
+        let call = tokio::time::timeout(Duration::from_secs(5), client.status()).await;
+        assert!(
+            matches!(call, Ok(Err(ClientError::Disconnected))),
+            "{call:?}"
+        );
+        // The daemon's side is still open for reading: the write itself succeeded.
+        drop(theirs);
+    }
 }
