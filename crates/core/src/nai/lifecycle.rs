@@ -229,6 +229,36 @@ impl Scheduler {
         }
     }
 
+    /// A message's unsent bytes changed (a piece was sent, acknowledged or found lost) and
+    /// nothing else did: its service-order entry follows in place. The same result as
+    /// `detach` then `attach`, which took the entry out of the order and the timer index and
+    /// put it back — twice per datagram, about 4 % of a loopback sender's CPU.
+    pub(super) fn unsent_changed(&mut self, id: MessageId) {
+        let Some(m) = self.messages.get(&id) else {
+            return;
+        };
+        let unsent = m.unsent();
+        let wanted = m.state == MessageState::Scheduled && unsent > 0;
+        match (m.in_order, wanted) {
+            (Some(key), true) => {
+                let Some(q) = self.queues.get_mut(m.queue) else {
+                    return;
+                };
+                if let Some(e) = q.order.get_mut(&key)
+                    && let Some(level) = q.level_unsent.get_mut(usize::from(key.0))
+                {
+                    *level = *level - e.unsent + unsent;
+                    e.unsent = unsent;
+                }
+            }
+            (None, false) => {}
+            _ => {
+                self.detach(id);
+                self.attach(id);
+            }
+        }
+    }
+
     /// Takes a message out of the service order and timer index.
     #[allow(
         clippy::indexing_slicing,

@@ -30,12 +30,22 @@ impl RangeSet {
             e = e.max(re);
             j += 1;
         }
-        self.ranges.splice(i..j, [(s, e)]);
+        // In-order data extends one range (j = i + 1) or starts one past the end (j = i):
+        // done in place, as a generic `splice` costs about 4 % of a loopback receiver's CPU.
+        match self.ranges.get_mut(i) {
+            Some(r) if j > i => {
+                *r = (s, e);
+                self.ranges.drain(i + 1..j);
+            }
+            _ => self.ranges.insert(i, (s, e)),
+        }
     }
 
     /// Removes `[start, end)`.
     pub fn remove(&mut self, start: u64, end: u64) {
-        if start >= end {
+        // Nothing to take from (almost every acknowledgement: no piece is awaiting
+        // retransmission): no new vector.
+        if start >= end || self.ranges.is_empty() {
             return;
         }
         let mut out = Vec::with_capacity(self.ranges.len() + 1);
@@ -87,7 +97,15 @@ impl RangeSet {
 
     /// Whether all of `[start, end)` is in the set.
     pub fn covers(&self, start: u64, end: u64) -> bool {
-        start >= end || self.gaps(start, end).is_empty()
+        // Touching ranges are merged, so a covered span lies within one range. (Asked once
+        // per acknowledged piece: building the gaps took 3.6 % of a loopback run's CPU.)
+        if start >= end {
+            return true;
+        }
+        let i = self.ranges.partition_point(|&(_, e)| e <= start);
+        self.ranges
+            .get(i)
+            .is_some_and(|&(s, e)| s <= start && e >= end)
     }
 
     /// Total length of all ranges.
@@ -164,6 +182,12 @@ mod tests {
             prop_assert_eq!(r.len(), bits.iter().filter(|b| **b).count() as u64);
             let gaps: u64 = r.gaps(0, 80).iter().map(|(s, e)| e - s).sum();
             prop_assert_eq!(gaps + r.len(), 80);
+            for s in 0..80u64 {
+                for e in s..=80 {
+                    let all = bits[s as usize..e as usize].iter().all(|b| *b);
+                    prop_assert_eq!(r.covers(s, e), all, "covers({}, {})", s, e);
+                }
+            }
         }
     }
 }

@@ -536,7 +536,6 @@ impl Scheduler {
     fn dispatch(&mut self, pass: f64, qi: usize, id: MessageId, max_len: u32) -> Option<Chunk> {
         self.vtime = pass;
         let weight = self.queue_weight(qi);
-        self.detach(id);
         let next_wire = self.next_wire_seq;
         let m = self.messages.get_mut(&id)?;
         let (offset, end, retransmission) = match m.retx.first() {
@@ -569,7 +568,7 @@ impl Scheduler {
             priority: Priority(m.priority),
             retransmission,
         };
-        self.attach(id);
+        self.unsent_changed(id);
         if let Some(q) = self.queues.get_mut(qi) {
             q.pass += (end - offset) as f64 / weight.max(1) as f64;
         }
@@ -584,7 +583,6 @@ impl Scheduler {
             return false;
         };
         let end = offset.saturating_add(len).min(m.size);
-        self.detach(id);
         let Some(m) = self.messages.get_mut(&id) else {
             return false;
         };
@@ -595,7 +593,7 @@ impl Scheduler {
             self.finish(id, Outcome::Delivered { at: now, margin });
             return true;
         }
-        self.attach(id);
+        self.unsent_changed(id);
         false
     }
 

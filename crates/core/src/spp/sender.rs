@@ -11,7 +11,7 @@ use super::wire::{AckFrame, CancelHeader, DataHeader};
 use crate::nai::{Chunk, DiscardNotice, MessageId};
 use crate::rtt::RttEstimator;
 use crate::time::Time;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a packet carried.
 #[derive(Clone, Copy, Debug)]
@@ -111,6 +111,10 @@ pub struct SppSender {
     rtt: RttEstimator,
     backoffs: u32,
     open: BTreeMap<u64, Open>,
+    /// Messages whose CANCEL may be due (a notice not in flight), lowest first. Kept beside
+    /// `open` so that `poll_transmit`, asked before every datagram, does not scan every open
+    /// message; an entry whose notice has since left or gone in flight is dropped when met.
+    due_notices: BTreeSet<u64>,
     /// One past the highest message number seen.
     next_unopened: u64,
     stats: SppStats,
@@ -138,6 +142,7 @@ impl SppSender {
             rtt,
             backoffs: 0,
             open: BTreeMap::new(),
+            due_notices: BTreeSet::new(),
             next_unopened: 0,
             stats: SppStats::default(),
             peer_limit,
@@ -266,15 +271,21 @@ impl SppSender {
             confirm: n.confirm,
             in_flight: None,
         });
+        self.due_notices.insert(n.wire_seq);
     }
 
     /// The next CANCEL due, if any (not paced: notices are small and urgent).
     pub fn poll_transmit(&mut self, now: Time) -> Option<CancelHeader> {
-        let (&wire_seq, open) = self
-            .open
-            .iter()
-            .find(|(_, o)| o.notice.is_some_and(|n| n.in_flight.is_none()))?;
-        let msg_id = open.id.0;
+        let (wire_seq, msg_id) = loop {
+            let wire_seq = self.due_notices.pop_first()?;
+            if let Some(open) = self
+                .open
+                .get(&wire_seq)
+                .filter(|o| o.notice.is_some_and(|n| n.in_flight.is_none()))
+            {
+                break (wire_seq, open.id.0);
+            }
+        };
         let pn = self.take_pn(now, Carried::Cancel { wire_seq });
         if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut()) {
             n.in_flight = Some(pn);
@@ -373,6 +384,7 @@ impl SppSender {
                     // Acknowledged without its verdict (verdicts overflowed): ask again.
                     if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut()) {
                         n.in_flight = None;
+                        self.due_notices.insert(wire_seq);
                     }
                 }
             }
@@ -406,6 +418,7 @@ impl SppSender {
                         && n.in_flight == Some(*pn)
                     {
                         n.in_flight = None;
+                        self.due_notices.insert(wire_seq);
                     }
                 }
             }
