@@ -26,6 +26,7 @@
 
 mod receiver;
 mod sender;
+mod sent;
 #[cfg(test)]
 mod tests;
 pub mod window;

@@ -7,6 +7,7 @@
 //! calls into it.
 
 use super::SppConfig;
+use super::sent::SentPackets;
 use super::wire::{AckFrame, CancelHeader, DataHeader};
 use crate::nai::{Chunk, DiscardNotice, MessageId};
 use crate::rtt::RttEstimator;
@@ -106,7 +107,7 @@ pub enum SppOutcome {
 pub struct SppSender {
     config: SppConfig,
     next_pn: u64,
-    in_flight: BTreeMap<u64, Sent>,
+    in_flight: SentPackets<Sent>,
     largest_acked: Option<u64>,
     rtt: RttEstimator,
     backoffs: u32,
@@ -137,7 +138,7 @@ impl SppSender {
         SppSender {
             config,
             next_pn: 0,
-            in_flight: BTreeMap::new(),
+            in_flight: SentPackets::default(),
             largest_acked: None,
             rtt,
             backoffs: 0,
@@ -302,7 +303,7 @@ impl SppSender {
     fn take_pn(&mut self, now: Time, carried: Carried) -> u64 {
         let pn = self.next_pn;
         self.next_pn += 1;
-        self.in_flight.insert(pn, Sent { at: now, carried });
+        self.in_flight.push(pn, Sent { at: now, carried });
         pn
     }
 
@@ -350,12 +351,7 @@ impl SppSender {
             if s >= e {
                 continue;
             }
-            let pns: Vec<u64> = self.in_flight.range(s..e).map(|(pn, _)| *pn).collect();
-            for pn in pns {
-                if let Some(sent) = self.in_flight.remove(&pn) {
-                    newly.push((pn, sent));
-                }
-            }
+            self.in_flight.remove_range(s, e, &mut newly);
         }
         if newly.is_empty() {
             return out;
@@ -391,8 +387,9 @@ impl SppSender {
         }
         if let Some(largest) = self.largest_acked {
             let limit = largest.saturating_sub(self.config.packet_threshold);
-            let lost: Vec<u64> = self.in_flight.range(..limit).map(|(pn, _)| *pn).collect();
-            self.declare_lost(&lost, &mut out);
+            let mut lost = Vec::new();
+            self.in_flight.remove_range(0, limit, &mut lost);
+            self.declare_lost(lost, &mut out);
         }
         out
     }
@@ -403,11 +400,10 @@ impl SppSender {
         self.open.remove(&wire_seq);
     }
 
-    fn declare_lost(&mut self, pns: &[u64], out: &mut Vec<SppOutcome>) {
-        for pn in pns {
-            let Some(sent) = self.in_flight.remove(pn) else {
-                continue;
-            };
+    /// Packets taken out of flight as lost: their pieces are to be sent again, their
+    /// CANCELs are due again.
+    fn declare_lost(&mut self, lost: Vec<(u64, Sent)>, out: &mut Vec<SppOutcome>) {
+        for (pn, sent) in lost {
             self.stats.lost_packets += 1;
             match sent.carried {
                 Carried::Data {
@@ -415,7 +411,7 @@ impl SppSender {
                 } => out.push(SppOutcome::Lost { id, offset, len }),
                 Carried::Cancel { wire_seq } => {
                     if let Some(n) = self.open.get_mut(&wire_seq).and_then(|o| o.notice.as_mut())
-                        && n.in_flight == Some(*pn)
+                        && n.in_flight == Some(pn)
                     {
                         n.in_flight = None;
                         self.due_notices.insert(wire_seq);
@@ -427,7 +423,7 @@ impl SppSender {
 
     /// The retransmission timer: the oldest packet in flight plus the backed-off RTO.
     pub fn poll_timeout(&self) -> Option<Time> {
-        let (_, oldest) = self.in_flight.first_key_value()?;
+        let oldest = self.in_flight.oldest()?;
         Some(oldest.at + self.rtt.backed_off_rto(self.backoffs))
     }
 
@@ -439,15 +435,19 @@ impl SppSender {
             return out;
         }
         let rto = self.rtt.backed_off_rto(self.backoffs);
-        let lost: Vec<u64> = self
+        let pns: Vec<u64> = self
             .in_flight
             .iter()
             .filter(|(_, s)| s.at + rto <= now)
-            .map(|(pn, _)| *pn)
+            .map(|(pn, _)| pn)
+            .collect();
+        let lost = pns
+            .into_iter()
+            .filter_map(|pn| self.in_flight.remove(pn).map(|s| (pn, s)))
             .collect();
         self.stats.timeouts += 1;
         self.backoffs = self.backoffs.saturating_add(1);
-        self.declare_lost(&lost, &mut out);
+        self.declare_lost(lost, &mut out);
         out
     }
 
