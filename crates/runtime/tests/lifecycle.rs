@@ -111,17 +111,34 @@ async fn mid_transfer(conn: &Connection, got: &AtomicUsize) -> Vec<MessageHandle
     handles
 }
 
-/// The outcomes of an interrupted transfer: each message has one, the last ones were
-/// abandoned, and only messages the receiving application read were reported delivered.
+/// The outcomes of an interrupted transfer: each message has one, delivered or abandoned;
+/// only messages the receiving application read were reported delivered; and when it did not
+/// read them all, the others were abandoned.
+///
+/// A transfer can still complete after the interruption: what was already in the sockets'
+/// buffers reaches the receiving application, and the dropped endpoint's driver, which winds
+/// down asynchronously, may hear those acknowledgements. That is not a failure — the
+/// messages were read — but it happened in about 1 run in 150 on a loaded machine (two test
+/// binaries looping on two cores), where this test used to require an `Abandoned`.
 async fn interrupted(handles: Vec<MessageHandle>, got: &AtomicUsize) {
+    let n = handles.len();
     let outs = outcomes(handles).await;
-    assert!(outs.contains(&Outcome::Abandoned), "mid-transfer: {outs:?}");
+    assert!(
+        outs.iter()
+            .all(|o| matches!(o, Outcome::Delivered { .. } | Outcome::Abandoned)),
+        "mid-transfer: {outs:?}"
+    );
     let told = outs
         .iter()
         .filter(|o| matches!(o, Outcome::Delivered { .. }))
         .count();
     let read = got.load(Ordering::Relaxed);
     assert!(told <= read, "{told} delivered, {read} read");
+    if read < n {
+        assert!(outs.contains(&Outcome::Abandoned), "mid-transfer: {outs:?}");
+    } else {
+        eprintln!("the transfer completed despite the interruption: all {n} read");
+    }
 }
 
 /// Waits until `got` reaches `n`.
