@@ -608,13 +608,12 @@ impl Scheduler {
             return;
         }
         let end = offset.saturating_add(len).min(m.size).min(m.next_offset);
-        self.detach(id);
         if let Some(m) = self.messages.get_mut(&id) {
             for (s, e) in m.acked.gaps(offset, end) {
                 m.retx.insert(s, e);
             }
         }
-        self.attach(id);
+        self.unsent_changed(id);
     }
 
     /// Answer to a [`DiscardNotice`] with `confirm`: whether the receiver had already

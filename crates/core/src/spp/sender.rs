@@ -435,16 +435,9 @@ impl SppSender {
             return out;
         }
         let rto = self.rtt.backed_off_rto(self.backoffs);
-        let pns: Vec<u64> = self
-            .in_flight
-            .iter()
-            .filter(|(_, s)| s.at + rto <= now)
-            .map(|(pn, _)| pn)
-            .collect();
-        let lost = pns
-            .into_iter()
-            .filter_map(|pn| self.in_flight.remove(pn).map(|s| (pn, s)))
-            .collect();
+        let mut lost = Vec::new();
+        self.in_flight
+            .remove_where(|s| s.at + rto <= now, &mut lost);
         self.stats.timeouts += 1;
         self.backoffs = self.backoffs.saturating_add(1);
         self.declare_lost(lost, &mut out);

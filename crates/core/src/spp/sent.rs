@@ -69,15 +69,6 @@ impl<T> SentPackets<T> {
         (i < self.slots.len()).then_some(i)
     }
 
-    /// Takes packet `pn` out, if it is in flight.
-    pub(crate) fn remove(&mut self, pn: u64) -> Option<T> {
-        let i = self.index(pn)?;
-        let packet = self.slots.get_mut(i)?.take()?;
-        self.len -= 1;
-        self.trim();
-        Some(packet)
-    }
-
     /// Takes every packet numbered in `[start, end)` out, oldest first, into `out`.
     pub(crate) fn remove_range(&mut self, start: u64, end: u64, out: &mut Vec<(u64, T)>) {
         let from = start.max(self.base);
@@ -87,6 +78,19 @@ impl<T> SentPackets<T> {
                 .index(pn)
                 .and_then(|i| self.slots.get_mut(i))
                 .and_then(Option::take)
+            {
+                self.len -= 1;
+                out.push((pn, packet));
+            }
+        }
+        self.trim();
+    }
+
+    /// Takes every packet for which `lost` holds out, oldest first, into `out`.
+    pub(crate) fn remove_where(&mut self, lost: impl Fn(&T) -> bool, out: &mut Vec<(u64, T)>) {
+        for (pn, slot) in (self.base..).zip(self.slots.iter_mut()) {
+            if slot.as_ref().is_some_and(&lost)
+                && let Some(packet) = slot.take()
             {
                 self.len -= 1;
                 out.push((pn, packet));
@@ -110,13 +114,6 @@ impl<T> SentPackets<T> {
     pub(crate) fn oldest(&self) -> Option<&T> {
         self.slots.front().and_then(Option::as_ref)
     }
-
-    /// Every packet in flight, oldest first, with its number.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
-        (self.base..)
-            .zip(self.slots.iter())
-            .filter_map(|(pn, s)| s.as_ref().map(|p| (pn, p)))
-    }
 }
 
 #[cfg(test)]
@@ -124,6 +121,21 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::collections::BTreeMap;
+
+    /// Every packet in flight, oldest first, with its number.
+    fn contents<T: Copy>(s: &SentPackets<T>) -> Vec<(u64, T)> {
+        (s.base..)
+            .zip(s.slots.iter())
+            .filter_map(|(pn, p)| p.map(|p| (pn, p)))
+            .collect()
+    }
+
+    /// Takes packet `pn` out, if it is in flight.
+    fn remove<T>(s: &mut SentPackets<T>, pn: u64) -> Option<T> {
+        let mut out = Vec::new();
+        s.remove_range(pn, pn.saturating_add(1), &mut out);
+        out.pop().map(|(_, p)| p)
+    }
 
     #[test]
     fn acknowledged_packets_leave_and_the_oldest_follows() {
@@ -135,10 +147,10 @@ mod tests {
         let mut out = Vec::new();
         s.remove_range(11, 13, &mut out);
         assert_eq!(out, vec![(11, 1100), (12, 1200)]);
-        assert_eq!(s.remove(10), Some(1000));
+        assert_eq!(remove(&mut s, 10), Some(1000));
         assert_eq!((s.len(), s.oldest()), (2, Some(&1300)));
-        assert_eq!(s.remove(10), None, "gone already");
-        assert_eq!(s.iter().collect::<Vec<_>>(), vec![(13, &1300), (14, &1400)]);
+        assert_eq!(remove(&mut s, 10), None, "gone already");
+        assert_eq!(contents(&s), vec![(13, 1300), (14, 1400)]);
         s.push(12, 0);
         assert_eq!(s.len(), 2, "a number below the newest is ignored");
     }
@@ -148,6 +160,7 @@ mod tests {
         Push(u64),
         Remove(u64),
         RemoveRange(u64, u64),
+        RemoveOdd,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -155,6 +168,7 @@ mod tests {
             (0u64..3).prop_map(Op::Push),
             (0u64..80).prop_map(Op::Remove),
             (0u64..80, 0u64..80).prop_map(|(a, b)| Op::RemoveRange(a, b)),
+            Just(Op::RemoveOdd),
         ]
     }
 
@@ -173,7 +187,7 @@ mod tests {
                         m.insert(next, next);
                         next += 1;
                     }
-                    Op::Remove(pn) => prop_assert_eq!(s.remove(pn), m.remove(&pn)),
+                    Op::Remove(pn) => prop_assert_eq!(remove(&mut s, pn), m.remove(&pn)),
                     Op::RemoveRange(a, b) => {
                         let mut out = Vec::new();
                         s.remove_range(a, b, &mut out);
@@ -187,12 +201,21 @@ mod tests {
                         }
                         prop_assert_eq!(out, want);
                     }
+                    Op::RemoveOdd => {
+                        let mut out = Vec::new();
+                        s.remove_where(|v| v % 2 == 1, &mut out);
+                        let want: Vec<(u64, u64)> =
+                            m.iter().filter(|(_, v)| *v % 2 == 1).map(|(k, v)| (*k, *v)).collect();
+                        for (k, _) in &want {
+                            m.remove(k);
+                        }
+                        prop_assert_eq!(out, want);
+                    }
                 }
                 prop_assert_eq!(s.len(), m.len());
                 prop_assert_eq!(s.oldest(), m.values().next());
-                let all: Vec<(u64, u64)> = s.iter().map(|(k, v)| (k, *v)).collect();
                 let want: Vec<(u64, u64)> = m.iter().map(|(k, v)| (*k, *v)).collect();
-                prop_assert_eq!(all, want);
+                prop_assert_eq!(contents(&s), want);
             }
         }
     }
