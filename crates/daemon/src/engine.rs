@@ -608,6 +608,11 @@ impl Engine {
         &self.cm
     }
 
+    /// The receiver CM (it answers other hosts' probes).
+    pub(crate) fn receiver(&self) -> &CmReceiver {
+        &self.receiver
+    }
+
     pub(crate) fn env(&self) -> &EnvTable {
         &self.env
     }

@@ -1,7 +1,7 @@
 //! The daemon's state as JSON, for `adaptnet monitor` (and scripts, with `--json`).
 //!
 //! ```text
-//! { "now_s": f64, "stats": {...}, "cm": {...CmStats},
+//! { "now_s": f64, "stats": {...}, "cm": {...CmStats}, "cm_receiver": {...ReceiverStats},
 //!   "clients": [{"id", "uid", "pid", "name", "flows", "subscriptions", "lost", "delivered"}],
 //!   "macroflows": [{"id", "rate_bytes_per_s", "srtt_ms", "min_rtt_ms", "aging",
 //!                   "flows": [{"flow", "client", "rate_bytes_per_s", "loss"}]}],
@@ -74,6 +74,7 @@ pub(crate) fn snapshot_json(engine: &Engine, now: Time) -> Result<String, String
         "now_s": now.as_secs_f64(),
         "stats": engine.stats(),
         "cm": cm.stats(),
+        "cm_receiver": engine.receiver().stats(),
         "clients": clients,
         "macroflows": macroflows,
         "estimators": estimators,

@@ -57,20 +57,36 @@ impl CongestionManager {
             }
             // More received than sent in an interval is data counted in another interval than
             // the one it was sent in: late (sent before the previous probe, reported to the
-            // receiver CM after it) or early (reported before the sender's `cm_notify`
-            // reached this CM). The neighbouring interval's matching shortfall was, or will
-            // be, read as loss; crediting the surplus back to the long-run count keeps it at
-            // sent minus received instead of dropping the surplus, which biased it upwards
+            // receiver CM after it) or early (counted before the probe that closes its own
+            // interval was read: the sender's `cm_notify` lagged, or the receiving CM read its
+            // probes late). Its interval's matching shortfall was, or will be, read as loss.
+            // For the long-run count a late surplus is credited back against the loss already
+            // counted, and an early one is kept (at most what has been sent since, so
+            // duplicates cannot hide loss) and set against the next shortfalls: the count
+            // stays sent minus received in either order. Dropping surpluses biased it upwards
             // (0.51-0.73 for a true 0.25 on loopback, where the receiving application reports
-            // from its own thread). Without surpluses (a FIFO path) nothing changes: the
-            // simulator's CM experiments are byte-identical.
-            let late = recd.saturating_sub(*sent).min(f.probe_lost_bytes);
+            // from its own thread; 0.30 over a short run whose receiving CM read its probes
+            // late). The macroflow's feedback takes the late credit only, as before: it is
+            // what the paper's experiments were reproduced with.
+            let sent_after = outcome.sent_after.get(key).copied().unwrap_or(0);
+            let (surplus, shortfall) = (recd.saturating_sub(*sent), sent - in_interval);
+            let late = surplus.min(f.probe_lost_bytes);
             f.probe_lost_bytes -= late;
+            f.probe_early_bytes = f
+                .probe_early_bytes
+                .saturating_add(surplus - late)
+                .min(sent_after.saturating_add(shortfall));
+            let early = shortfall.min(f.probe_early_bytes);
+            f.probe_early_bytes -= early;
             f.probe_sent_bytes = f.probe_sent_bytes.saturating_add(*sent);
-            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(sent - in_interval);
+            f.probe_lost_bytes = f.probe_lost_bytes.saturating_add(shortfall - early);
+            if *sent == 0 {
+                // Counted without sends in the interval: long-run accounting only.
+                continue;
+            }
             let e = per_mf.entry(f.macroflow).or_insert((0, 0));
             e.0 = e.0.saturating_add(in_interval.saturating_add(late));
-            e.1 = e.1.saturating_add(sent - in_interval);
+            e.1 = e.1.saturating_add(shortfall);
         }
         // An RTT sample alone (no measurable interval) still counts as feedback for every
         // macroflow that has probe-fed flows to this destination.

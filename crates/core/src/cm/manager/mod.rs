@@ -50,6 +50,9 @@ struct Flow {
     loss_rate: Option<f64>,
     probe_sent_bytes: u64,
     probe_lost_bytes: u64,
+    /// Bytes the receiver counted ahead of the interval they were sent in, not yet matched by
+    /// that interval's shortfall (see `handle_response`).
+    probe_early_bytes: u64,
     /// Bytes notified and not yet reported received or lost by `update` (RFC 3124 §5.2
     /// `ownd`, kept per flow so that one flow's `CM_NO_FEEDBACK` writes off only its own
     /// data). Kept for window-limited flows (`FeedbackSource::Acks`) only.
@@ -307,6 +310,7 @@ impl CongestionManager {
                 loss_rate: None,
                 probe_sent_bytes: 0,
                 probe_lost_bytes: 0,
+                probe_early_bytes: 0,
                 ownd_bytes: 0,
                 lapse_indexed: None,
             },

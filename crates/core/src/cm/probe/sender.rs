@@ -40,6 +40,10 @@ pub(crate) struct ResponseOutcome {
     /// Per flow: bytes sent in the interval and bytes received (None if unknown because the
     /// receiver truncated its list). Empty if the interval could not be measured.
     pub per_flow: Vec<(FlowKey, u64, Option<u64>)>,
+    /// Per flow in `per_flow`: bytes sent after the answered probe (in probes not yet answered
+    /// and since the last probe). A receiver that counted more than was sent in the interval
+    /// can only have counted some of these early.
+    pub sent_after: BTreeMap<FlowKey, u64>,
     /// ECN-marked packets in the interval.
     pub ce_packets: u32,
 }
@@ -173,8 +177,13 @@ impl ProbeSession {
         // still here (records form a contiguous run of sequence numbers).
         let from = resp.last_probe.map_or(0, |l| l + 1);
         let complete = first_kept.is_some_and(|f| f <= from);
+        let recd: BTreeMap<FlowKey, u64> =
+            resp.reports.iter().map(|r| (r.key, r.recd_bytes)).collect();
         let mut sums: BTreeMap<FlowKey, u64> = BTreeMap::new();
         if complete {
+            // A flow that sent nothing in the interval but was counted in it (its packets
+            // counted in a neighbouring interval) is measured too, as 0 sent.
+            sums.extend(recd.keys().map(|k| (*k, 0)));
             for r in self
                 .records
                 .iter()
@@ -190,8 +199,18 @@ impl ProbeSession {
         while self.records.front().is_some_and(|r| r.seq < this) {
             self.records.pop_front();
         }
-        let recd: BTreeMap<FlowKey, u64> =
-            resp.reports.iter().map(|r| (r.key, r.recd_bytes)).collect();
+        let mut sent_after: BTreeMap<FlowKey, u64> = BTreeMap::new();
+        for (k, b) in self
+            .records
+            .iter()
+            .filter(|r| r.seq > this)
+            .flat_map(|r| r.sent.iter())
+            .chain(self.current.iter())
+            .filter(|(k, _)| sums.contains_key(k))
+        {
+            let e = sent_after.entry(*k).or_insert(0);
+            *e = e.saturating_add(*b);
+        }
         let per_flow = sums
             .into_iter()
             .map(|(k, sent)| {
@@ -206,6 +225,7 @@ impl ProbeSession {
         Some(ResponseOutcome {
             rtt,
             per_flow,
+            sent_after,
             ce_packets: resp.ce_packets,
         })
     }
@@ -298,5 +318,30 @@ mod tests {
             s.on_response(now, &response(0, None, 0)).is_none(),
             "reordered, old"
         );
+    }
+
+    #[test]
+    fn test_a_flow_counted_without_sends_is_measured_and_later_sends_are_reported() {
+        let mut s = ProbeSession::new(ms(200), 2.0, Duration::ZERO);
+        send_rounds(&mut s, Time::ZERO, 3);
+        s.on_sent(Time::from_secs(1), FlowKey(2), 700);
+        let now = Time::from_secs(2);
+        let mut resp = response(0, None, 1000);
+        resp.reports.push(FlowReport {
+            key: FlowKey(2),
+            recd_bytes: 300,
+            recd_packets: 1,
+            hint: 0,
+        });
+        let out = s.on_response(now, &resp).expect("fresh");
+        // Flow 2 sent nothing in probe 0's interval but was counted in it (early).
+        assert_eq!(
+            out.per_flow,
+            vec![(FlowKey(1), 1000, Some(1000)), (FlowKey(2), 0, Some(300))]
+        );
+        // After probe 0: probes 1 and 2 carried 1000 B each of flow 1; flow 2's 700 B are
+        // not yet probed.
+        assert_eq!(out.sent_after.get(&FlowKey(1)), Some(&2000));
+        assert_eq!(out.sent_after.get(&FlowKey(2)), Some(&700));
     }
 }
