@@ -57,6 +57,11 @@ const ROOM_POLL: Duration = Duration::from_millis(1);
 /// How long accepting pauses after the listener failed (out of descriptors: back off rather
 /// than spin, and keep accepting after).
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+/// Most record bytes written to one TCP connection per wake-up. A socket that keeps taking
+/// bytes (a receiver on loopback that reads as fast) would otherwise hold the loop in one
+/// flush for a whole bulk message: NAI-MTCP's urgent level, whose `send` waits in the
+/// command channel meanwhile, was written only after a 48 MB bulk message on a loaded host.
+const WRITE_BYTES_PER_WAKE: usize = 512 << 10;
 /// Reads per connection per wake-up (bounds one unit of work).
 const READS_PER_WAKE: usize = 4;
 /// Connections taken from the listener per wake-up (a flood of connections is served in
@@ -114,6 +119,8 @@ enum Role {
         links: Vec<Link>,
         /// Closing gracefully: ends when no message is live or at this time.
         draining_until: Option<Time>,
+        /// The last flush stopped at [`WRITE_BYTES_PER_WAKE`] with records still to write.
+        more_to_write: bool,
     },
     /// A server's accepted TCP connection: records in, acknowledgement bytes out.
     Receiver {
@@ -204,9 +211,11 @@ impl BaselineDriver {
         }
         for conn in self.conns.values() {
             let ready = match &conn.role {
-                Role::Sender { links, .. } => {
-                    links.iter().any(|l| l.poll_ready(cx, true).is_ready())
-                }
+                Role::Sender {
+                    links,
+                    more_to_write,
+                    ..
+                } => *more_to_write || links.iter().any(|l| l.poll_ready(cx, true).is_ready()),
                 Role::Receiver { link, .. } => {
                     link.poll_ready(cx, receiving(&conn.port, link)).is_ready()
                 }
@@ -318,6 +327,7 @@ impl BaselineDriver {
             sender,
             links,
             draining_until: None,
+            more_to_write: false,
         };
         self.conns.insert(id, Conn { role, port });
         Ok(conn)
@@ -369,7 +379,12 @@ impl BaselineDriver {
             return;
         };
         let r = match &mut conn.role {
-            Role::Sender { sender, links, .. } => write_records(now, sender, links),
+            Role::Sender {
+                sender,
+                links,
+                more_to_write,
+                ..
+            } => write_records(now, sender, links).map(|more| *more_to_write = more),
             Role::Receiver { link, .. } => link
                 .write_pending()
                 .map(|_| ())
@@ -601,17 +616,25 @@ fn read_records(
     Ok(())
 }
 
-/// Writes every record the sender allows on each connection while the socket takes them.
+/// Writes the records the sender allows on each connection while the socket takes them, at
+/// most [`WRITE_BYTES_PER_WAKE`] per connection; `true` if one stopped there with more to
+/// write.
 /// "Unacknowledged bytes" are the kernel's send queue (`SIOCOUTQ`); a record is asked for
 /// only once the last one was written whole.
 fn write_records(
     now: Time,
     sender: &mut BaselineSender,
     links: &mut [Link],
-) -> Result<(), ConnectionError> {
+) -> Result<bool, ConnectionError> {
+    let mut more = false;
     for (i, link) in links.iter_mut().enumerate() {
+        let mut written = 0usize;
         loop {
             if !link.write_pending().map_err(ConnectionError::from_io)? {
+                break;
+            }
+            if written >= WRITE_BYTES_PER_WAKE {
+                more = true;
                 break;
             }
             let unacked = if sender.config().send_buffer_bytes == u64::MAX {
@@ -625,9 +648,10 @@ fn write_records(
             if sender.poll_transmit_bytes(now, i, unacked, out).is_none() {
                 break;
             }
+            written += out.len();
         }
     }
-    Ok(())
+    Ok(more)
 }
 
 impl Protocol for BaselineDriver {
