@@ -3,12 +3,14 @@
 //! a connection that sends nothing for `idle_timeout` (its handle learns `TimedOut`), and
 //! keeps a connection that is busy however long it lives.
 
-use adaptnet_core::nai::SendOptions;
+use adaptnet_core::nai::{Outcome, SendOptions};
 use adaptnet_runtime::ConnectionError;
 use adaptnet_runtime::message::{Endpoint, EndpointOptions, Transport};
 use std::io::Read;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
+
+mod common;
 
 fn server(max_connections: usize, idle: Option<Duration>) -> Endpoint {
     let mut options = EndpointOptions::server(Transport::NaiTcp);
@@ -92,4 +94,43 @@ async fn a_silent_connection_is_closed_at_the_idle_timeout_and_a_busy_one_is_not
         incoming.close_reason().is_none(),
         "the busy connection lives"
     );
+}
+
+/// A NAI-MTCP1 client busy on its high level only, against a server whose idle timeout is
+/// 400 ms, for five idle timeouts: whether its connection was still up at the end.
+async fn mtcp_with_an_unused_level_lives(heartbeat: Option<Duration>) -> bool {
+    let mut options = EndpointOptions::server(Transport::NaiMtcp(1));
+    options.baseline_mut().expect("a baseline").idle_timeout = Some(Duration::from_millis(400));
+    let server = Endpoint::bind("127.0.0.1:0".parse().expect("addr"), options).expect("bind");
+    let mut options = EndpointOptions::client(Transport::NaiMtcp(1)).with_levels(2);
+    options
+        .baseline_mut()
+        .expect("a baseline")
+        .config
+        .heartbeat_after = heartbeat;
+    let client = Endpoint::bind("127.0.0.1:0".parse().expect("addr"), options).expect("client");
+    let conn = client
+        .connect(server.local_addr())
+        .await
+        .expect("connected");
+    let mut messages = common::messages_of(server);
+    for _ in 0..20 {
+        let Ok(h) = conn.send(vec![1; 100], SendOptions::default()).await else {
+            return false;
+        };
+        if !matches!(h.outcome().await, Outcome::Delivered { .. }) {
+            return false;
+        }
+        messages.recv().await.expect("received");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    conn.close_reason().is_none()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unused_mtcp_level_survives_the_servers_idle_timeout_by_its_heartbeats() {
+    // Without heartbeats the server closes the low level's idle TCP connection, which ends
+    // the client's whole connection: the failure mode the heartbeat exists for.
+    assert!(!mtcp_with_an_unused_level_lives(None).await);
+    assert!(mtcp_with_an_unused_level_lives(Some(Duration::from_millis(100))).await);
 }

@@ -54,6 +54,12 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// How long, by default, a server keeps an accepted connection that sends nothing.
 pub const DEFAULT_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// How long a NAI-MTCPk level carries nothing, while another carries messages, before it
+/// writes a heartbeat record by default: well under a server's idle timeout (60 s by default,
+/// [`DEFAULT_IDLE_TIMEOUT`]), since the server cannot tell the levels' TCP connections belong
+/// together.
+pub const HEARTBEAT_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A baseline's own settings of an endpoint.
 #[derive(Clone, Debug)]
 pub struct BaselineOptions {
@@ -99,11 +105,16 @@ impl BaselineOptions {
     ///   [`MAX_UNACKED_MESSAGES`] awaiting their acknowledgement byte
     ///   (`max_unacked_messages`; the paper's and the simulator's 1 waits a round trip per
     ///   message). Outcomes still come with the acknowledgements, in order.
+    /// * A level of NAI-MTCPk that has carried nothing for [`HEARTBEAT_AFTER`] while another
+    ///   level carried messages writes a heartbeat record (`heartbeat_after`), so that a
+    ///   server's idle timeout does not close the unused level's TCP connection and with it the
+    ///   whole connection.
     pub fn new(transport: Transport) -> BaselineOptions {
         let kind = transport.baseline_kind().unwrap_or(BaselineKind::NaiTcp);
         let mut config = BaselineConfig::new(kind, NaiConfig::default().levels);
         config.send_buffer_bytes = u64::MAX;
         config.max_unacked_messages = MAX_UNACKED_MESSAGES;
+        config.heartbeat_after = Some(HEARTBEAT_AFTER);
         BaselineOptions {
             config,
             max_message_bytes: MAX_MESSAGE_BYTES,

@@ -98,6 +98,14 @@ pub struct BaselineConfig {
     /// no longer throttles (a real engine's fair baseline on a fast path; see the runtime's
     /// `BaselineOptions`). The half-timeout rule applies when the send call returns.
     pub max_unacked_messages: usize,
+    /// A connection that has written nothing for this long while another connection of the
+    /// same sender wrote since writes a heartbeat record (a header, no message). A receiver
+    /// that closes connections idle for a while cannot tell that NAI-MTCPk's TCP connections
+    /// belong together (nothing on the wire says so), and closing a level the application has
+    /// not used ends the whole sender. At most one heartbeat per this interval per idle
+    /// connection, and none while every connection is idle (a sender with nothing to send is
+    /// idle). `None` (the default, the paper's and the simulator's): never.
+    pub heartbeat_after: Option<Duration>,
 }
 
 impl BaselineConfig {
@@ -111,6 +119,7 @@ impl BaselineConfig {
             max_messages: 65_536,
             max_buffered_bytes: 64 << 20,
             max_unacked_messages: 1,
+            heartbeat_after: None,
         }
     }
 }
@@ -128,6 +137,8 @@ pub struct BaselineStats {
     pub expired_queued: u64,
     /// Message bytes written to the connections.
     pub bytes_written: u64,
+    /// Heartbeat records written (see [`BaselineConfig::heartbeat_after`]).
+    pub heartbeats: u64,
 }
 
 #[derive(Debug)]
@@ -151,6 +162,10 @@ struct Conn {
     abort_due: Option<(MessageId, u8, u64)>,
     /// Fully written messages, in order: each acknowledgement byte answers the first.
     awaiting_ack: VecDeque<MessageId>,
+    /// When this connection last got a record to write (a heartbeat too).
+    last_write: Option<Time>,
+    /// When it last got a record of a message (data or abort) to write.
+    last_message_write: Option<Time>,
 }
 
 /// The sending side of NAI-TCP or NAI-MTCPk. See the module docs.
@@ -358,18 +373,71 @@ impl BaselineSender {
         Ok(id)
     }
 
-    /// The next record to write on connection `conn`, given its unacknowledged byte count.
-    #[allow(
-        clippy::indexing_slicing,
-        reason = "one queue per level (`levels` of them, checked at submission) and connection \
-                  indices below `conns.len()` (checked on entry)"
-    )]
+    /// The next record to write on connection `conn`, given its unacknowledged byte count:
+    /// a message's, or else a heartbeat if one is due.
     pub fn poll_transmit(
         &mut self,
         now: Time,
         conn: usize,
         unacked_bytes: u64,
     ) -> Option<RecordHeader> {
+        let header = match self.poll_record(now, conn, unacked_bytes) {
+            Some(h) => {
+                if let Some(c) = self.conns.get_mut(conn) {
+                    c.last_message_write = Some(now);
+                }
+                h
+            }
+            None => {
+                let room = self.config.send_buffer_bytes.saturating_sub(unacked_bytes);
+                if self.heartbeat_due(conn).is_none_or(|t| t > now)
+                    || (room < record::RECORD_HEADER_LEN as u64 && unacked_bytes > 0)
+                {
+                    return None;
+                }
+                self.stats.heartbeats += 1;
+                RecordHeader {
+                    kind: RecordKind::Heartbeat,
+                    priority: 0,
+                    msg_id: 0,
+                    msg_len: 0,
+                    chunk_len: 0,
+                }
+            }
+        };
+        if let Some(c) = self.conns.get_mut(conn) {
+            c.last_write = Some(now);
+        }
+        Some(header)
+    }
+
+    /// When connection `conn` is due a heartbeat: [`BaselineConfig::heartbeat_after`] after
+    /// its last record, if it has nothing of its own to write or to hear back (a connection
+    /// with a message in flight is not idle, and its socket may be full) and another
+    /// connection wrote a message's record since (heartbeats do not count, or two idle
+    /// levels would keep each other beating).
+    fn heartbeat_due(&self, conn: usize) -> Option<Time> {
+        let after = self.config.heartbeat_after?;
+        let c = self.conns.get(conn)?;
+        if c.sending.is_some() || c.abort_due.is_some() || !c.awaiting_ack.is_empty() {
+            return None;
+        }
+        let own = c.last_write;
+        let sibling_since = self.conns.iter().enumerate().any(|(i, c)| {
+            i != conn
+                && c.last_message_write
+                    .is_some_and(|t| own.is_none_or(|o| t > o))
+        });
+        sibling_since.then(|| own.unwrap_or(Time::ZERO).saturating_add(after))
+    }
+
+    /// The next record of connection `conn`'s messages, if any may go.
+    #[allow(
+        clippy::indexing_slicing,
+        reason = "one queue per level (`levels` of them, checked at submission) and connection \
+                  indices below `conns.len()` (checked on entry)"
+    )]
+    fn poll_record(&mut self, now: Time, conn: usize, unacked_bytes: u64) -> Option<RecordHeader> {
         let room = self.config.send_buffer_bytes.saturating_sub(unacked_bytes);
         let header = record::RECORD_HEADER_LEN as u64;
         let c = self.conns.get_mut(conn)?;
@@ -408,7 +476,7 @@ impl BaselineSender {
             }
             // The send call returned (pipelined): the next message starts on this call.
             c.sending = None;
-            return self.poll_transmit(now, conn, unacked_bytes);
+            return self.poll_record(now, conn, unacked_bytes);
         }
         let chunk = (m.size - written).min(u64::from(self.config.max_record_bytes));
         if header + chunk > room && unacked_bytes > 0 {
@@ -477,9 +545,14 @@ impl BaselineSender {
         }
     }
 
-    /// The earliest callback timer (NAI-MTCP only).
+    /// The earliest callback timer (NAI-MTCP only), or heartbeat (see
+    /// [`BaselineConfig::heartbeat_after`]; `poll_transmit` writes it).
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.timers.first().map(|(t, _)| *t)
+        let timer = self.timers.first().map(|(t, _)| *t);
+        (0..self.conns.len())
+            .filter_map(|c| self.heartbeat_due(c))
+            .chain(timer)
+            .min()
     }
 
     /// Fires the callback timers due by `now`: NAI-MTCP stops writing those messages.

@@ -9,7 +9,7 @@
 //! (NAI-MTCP's early termination on timer expiry).
 //!
 //! ```text
-//! version u8 | kind u8 (1 data, 2 abort) | priority u8 | msg_id u64 | msg_len u32 | chunk_len u32
+//! version u8 | kind u8 (1 data, 2 abort, 3 heartbeat) | priority u8 | msg_id u64 | msg_len u32 | chunk_len u32
 //! ```
 //! (the layout is ours: the paper gives no wire format for its baselines).
 
@@ -31,6 +31,10 @@ pub enum RecordKind {
     Data,
     /// The sender stopped writing this message; drop what arrived of it.
     Abort,
+    /// Nothing: the sender's other connections are busy while this one has had nothing to
+    /// carry (see [`BaselineConfig::heartbeat_after`](super::BaselineConfig::heartbeat_after)).
+    /// The receiver reads it and does nothing else.
+    Heartbeat,
 }
 
 /// The header at the start of every record.
@@ -69,6 +73,7 @@ impl RecordHeader {
         let kind = match r.u8()? {
             1 => RecordKind::Data,
             2 => RecordKind::Abort,
+            3 => RecordKind::Heartbeat,
             v => {
                 return Err(WireError::UnknownKind {
                     field: "baseline record kind",
@@ -90,6 +95,9 @@ impl RecordHeader {
             RecordKind::Abort if h.chunk_len != 0 => {
                 Err(WireError::Malformed("baseline abort length"))
             }
+            RecordKind::Heartbeat if h.chunk_len != 0 || h.msg_len != 0 => {
+                Err(WireError::Malformed("baseline heartbeat length"))
+            }
             _ => Ok(h),
         }
     }
@@ -101,6 +109,7 @@ impl RecordHeader {
         w.u8(match self.kind {
             RecordKind::Data => 1,
             RecordKind::Abort => 2,
+            RecordKind::Heartbeat => 3,
         })?;
         w.u8(self.priority)?;
         w.u64(self.msg_id)?;
@@ -243,6 +252,7 @@ impl RecordReceiver {
         body: Option<&[u8]>,
     ) -> Result<(), WireError> {
         match h.kind {
+            RecordKind::Heartbeat => Ok(()),
             RecordKind::Abort => {
                 if self.partial.as_ref().is_some_and(|p| p.id == h.msg_id) {
                     self.partial = None;

@@ -331,3 +331,81 @@ fn test_default_send_blocks_until_the_acknowledgement() {
     let recs = drain(&mut s, ms(0), 0);
     assert_eq!(recs.iter().map(|r| r.msg_id).collect::<Vec<_>>(), vec![a.0]);
 }
+
+#[test]
+fn test_an_unused_level_writes_a_heartbeat_only_while_another_level_is_busy() {
+    let mut config = BaselineConfig::new(
+        BaselineKind::Mtcp {
+            high_connections: 1,
+        },
+        2,
+    );
+    config.heartbeat_after = Some(Duration::from_secs(15));
+    config.max_unacked_messages = 64;
+    let mut s = BaselineSender::new(config);
+    // Nothing sent yet: every connection idle, no heartbeat, no timer.
+    assert_eq!(s.poll_timeout(), None);
+    assert!(drain(&mut s, ms(20_000), 1).is_empty());
+    // Level 0 is busy: a message every second for 40 s, each acknowledged.
+    let mut beats = Vec::new();
+    for t in 0..40u64 {
+        let now = ms(20_000 + t * 1000);
+        s.submit(now, 100, opts(0, None)).unwrap();
+        assert_eq!(drain(&mut s, now, 0).len(), 1);
+        s.handle_ack_bytes(now, 0, 1);
+        for r in drain(&mut s, now, 1) {
+            assert_eq!(r.kind, RecordKind::Heartbeat);
+            beats.push(t);
+        }
+    }
+    // Level 1 never had a message: a heartbeat 15 s after the other level's first record
+    // (from time zero, level 1 never wrote), then every 15 s.
+    assert_eq!(beats, vec![0, 15, 30], "{beats:?}");
+    assert_eq!(s.stats().heartbeats, 3);
+    // Once level 0 is idle too, level 1 writes one more at most (level 0 wrote after
+    // level 1's last heartbeat), then none.
+    let later: usize = (0..10u64)
+        .map(|k| drain(&mut s, ms(60_000 + k * 15_000), 1).len())
+        .sum();
+    assert_eq!(later, 1);
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn test_heartbeats_are_off_by_default_and_never_on_nai_tcp() {
+    let mut s = BaselineSender::new(BaselineConfig::new(BaselineKind::NaiTcp, 2));
+    s.submit(ms(0), 100, opts(0, None)).unwrap();
+    drain(&mut s, ms(0), 0);
+    s.handle_ack_bytes(ms(0), 0, 1);
+    assert!(drain(&mut s, ms(100_000), 0).is_empty());
+    let mut config = BaselineConfig::new(BaselineKind::NaiTcp, 2);
+    config.heartbeat_after = Some(Duration::from_secs(1));
+    let mut s = BaselineSender::new(config);
+    s.submit(ms(0), 100, opts(0, None)).unwrap();
+    drain(&mut s, ms(0), 0);
+    s.handle_ack_bytes(ms(0), 0, 1);
+    // Its one connection has no sibling: an idle NAI-TCP sender is idle.
+    assert!(drain(&mut s, ms(100_000), 0).is_empty());
+    assert_eq!(s.poll_timeout(), None);
+}
+
+#[test]
+fn test_a_heartbeat_record_round_trips_and_the_receiver_ignores_it() {
+    let h = RecordHeader {
+        kind: RecordKind::Heartbeat,
+        priority: 0,
+        msg_id: 0,
+        msg_len: 0,
+        chunk_len: 0,
+    };
+    let mut buf = [0u8; record::RECORD_HEADER_LEN];
+    h.emit(&mut buf).unwrap();
+    assert_eq!(RecordHeader::parse(&buf), Ok(h));
+    let mut bad = buf;
+    bad[18] = 1; // a heartbeat carries no bytes
+    assert!(RecordHeader::parse(&bad).is_err());
+    let mut rx = record::RecordReceiver::new();
+    rx.handle_bytes(ms(0), &buf).unwrap();
+    assert!(rx.poll_event().is_none());
+    assert_eq!(rx.take_acks(), 0);
+}
