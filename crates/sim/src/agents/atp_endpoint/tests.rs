@@ -25,6 +25,10 @@ const PORT: u16 = 4000;
 const STOP_MS: u64 = 8000;
 /// The idle timeout.
 const IDLE_MS: u64 = 3000;
+/// How long after a side dies its last datagrams may still arrive: the path's one-way delay
+/// (10 ms) and a reordering burst's extra delay (20 ms), rounded up. The survivor's idle
+/// timeout runs from the last datagram it heard, not from the death.
+const IN_FLIGHT_MS: u64 = 50;
 
 /// Who ends the connections, and how.
 #[derive(Clone, Copy, Debug)]
@@ -181,6 +185,7 @@ fn check(case: &Case) -> Result<(), String> {
     let mut b = build(case);
     b.world.run_until(Time::from_secs(30), &mut |_| {});
     let server = b.world.agent::<AtpServerAgent>(b.server).ok_or("server")?;
+    let mut any_connected = false;
     for (i, &cid) in b.clients.iter().enumerate() {
         let client = b.world.agent::<AtpClientAgent>(cid).ok_or("client")?;
         let ledger = client.ledger();
@@ -194,6 +199,7 @@ fn check(case: &Case) -> Result<(), String> {
             }
             continue;
         }
+        any_connected = true;
         // A host that died has no application left to tell: its ledger stops at its death.
         let complete = ledger.pending() == 0 || dead_client;
         if ledger.unknown_outcomes > 0
@@ -244,7 +250,7 @@ fn check(case: &Case) -> Result<(), String> {
             Fault::ClientsClose => seen(s_end),
             Fault::ServerCloses(_) => seen(c_end),
             // The client times out, unless its own close (at its stop) came first.
-            Fault::ServerDies(ms) if ms + IDLE_MS < STOP_MS => {
+            Fault::ServerDies(ms) if ms + IN_FLIGHT_MS + IDLE_MS < STOP_MS => {
                 c_end.map(|e| e.reason) == Some(CloseReason::Idle)
             }
             Fault::ServerDies(_) => c_end.is_some(),
@@ -270,8 +276,10 @@ fn check(case: &Case) -> Result<(), String> {
             ));
         }
     }
-    if server.endpoint_stats().retries_sent == 0 {
-        return Err("no retry token was issued".into());
+    // The server admits a connection only with a retry token. (With none connected, a server
+    // that died at 200 ms may never have heard an Initial that the lossy path dropped.)
+    if any_connected && server.endpoint_stats().retries_sent == 0 {
+        return Err("a connection was admitted without a retry token".into());
     }
     Ok(())
 }
