@@ -13,7 +13,11 @@ use std::time::{Duration, Instant};
 mod common;
 
 fn server(max_connections: usize, idle: Option<Duration>) -> Endpoint {
-    let mut options = EndpointOptions::server(Transport::NaiTcp);
+    server_of(Transport::NaiTcp, max_connections, idle)
+}
+
+fn server_of(transport: Transport, max_connections: usize, idle: Option<Duration>) -> Endpoint {
+    let mut options = EndpointOptions::server(transport);
     let b = options.baseline_mut().expect("a baseline");
     b.max_connections = max_connections;
     b.idle_timeout = idle;
@@ -99,9 +103,7 @@ async fn a_silent_connection_is_closed_at_the_idle_timeout_and_a_busy_one_is_not
 /// A NAI-MTCP1 client busy on its high level only, against a server whose idle timeout is
 /// 400 ms, for five idle timeouts: whether its connection was still up at the end.
 async fn mtcp_with_an_unused_level_lives(heartbeat: Option<Duration>) -> bool {
-    let mut options = EndpointOptions::server(Transport::NaiMtcp(1));
-    options.baseline_mut().expect("a baseline").idle_timeout = Some(Duration::from_millis(400));
-    let server = Endpoint::bind("127.0.0.1:0".parse().expect("addr"), options).expect("bind");
+    let server = server_of(Transport::NaiMtcp(1), 16, Some(Duration::from_millis(400)));
     let mut options = EndpointOptions::client(Transport::NaiMtcp(1)).with_levels(2);
     options
         .baseline_mut()
