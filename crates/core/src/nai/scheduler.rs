@@ -588,6 +588,13 @@ impl Scheduler {
         };
         m.acked.insert(offset, end);
         m.retx.remove(offset, end);
+        // A message being discarded takes its outcome from the receiver's verdict, never from
+        // acknowledgements: a receiver that took the CANCEL first still acknowledges a late
+        // piece (to stop its retransmission) but drops it, so "every byte acknowledged" does
+        // not mean "delivered" once a CANCEL may have arrived.
+        if m.state == MessageState::Cancelling {
+            return false;
+        }
         if m.acked.covers(0, m.size) {
             let margin = m.report_deadline.map(|d| DeadlineMargin::of(now, d));
             self.finish(id, Outcome::Delivered { at: now, margin });

@@ -398,6 +398,45 @@ fn test_cancel_of_fully_sent_message_waits_for_receiver() {
     );
 }
 
+/// A receiver that took the CANCEL first still acknowledges a reordered last piece (and drops
+/// it): acknowledgements of a cancelling message must not report it `Delivered`; the verdict
+/// decides. (Found by the simulator's endpoint property test: seed 406226, `ClientsClose`.)
+#[test]
+fn test_acks_of_a_cancelling_message_wait_for_the_verdict() {
+    let mut s = sched(1e9);
+    let t = Time::ZERO;
+    let a = s
+        .submit(t, Q0, 2000, opts(Priority::HIGH, Some(10)))
+        .unwrap();
+    let first = s.next_chunk(1000, true).unwrap();
+    let last = s.next_chunk(1000, true).unwrap();
+    assert_eq!(last.id, a);
+    s.handle_acked(t, a, first.offset, u64::from(first.len));
+    let late = Time::ZERO + Duration::from_millis(20);
+    s.handle_timeout(late);
+    s.cancel(late, a).unwrap();
+    assert_eq!(s.state(a), Ok(MessageState::Cancelling));
+    assert!(
+        !s.handle_acked(late, a, last.offset, u64::from(last.len)),
+        "every byte acknowledged, but a CANCEL is out: not complete"
+    );
+    assert_eq!(s.state(a), Ok(MessageState::Cancelling));
+    assert!(
+        !events(&mut s)
+            .iter()
+            .any(|e| matches!(e, NaiEvent::Outcome { .. })),
+        "no outcome before the verdict"
+    );
+    s.resolve_cancel(late, a, false);
+    assert_eq!(
+        events(&mut s),
+        vec![NaiEvent::Outcome {
+            id: a,
+            outcome: Outcome::Expired { early: false }
+        }]
+    );
+}
+
 #[test]
 fn test_set_priority_and_deadline_reorder_and_are_admission_checked() {
     let mut s = sched(100_000.0);
