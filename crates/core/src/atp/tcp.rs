@@ -322,7 +322,7 @@ impl AtpTcpSender {
                 break;
             }
             self.segments.pop_front();
-            self.nai.handle_acked(now, id, offset, len);
+            self.nai.handle_acked_in_stream(now, id, offset, len);
         }
     }
 

@@ -579,6 +579,24 @@ impl Scheduler {
     /// completed the message (its `Delivered` outcome is then queued). Unknown ids are ignored:
     /// late acknowledgements of discarded messages are normal.
     pub fn handle_acked(&mut self, now: Time, id: MessageId, offset: u64, len: u64) -> bool {
+        self.acked(now, id, offset, len, false)
+    }
+
+    /// [`handle_acked`](Self::handle_acked) for a transport whose receiver delivers every
+    /// byte written, in order (NAI over one TCP connection): a discard asked to be confirmed
+    /// was only asked after every byte was written, so the stream will deliver the message,
+    /// and its acknowledgement in full completes it as `Delivered` even while `Cancelling`.
+    pub fn handle_acked_in_stream(
+        &mut self,
+        now: Time,
+        id: MessageId,
+        offset: u64,
+        len: u64,
+    ) -> bool {
+        self.acked(now, id, offset, len, true)
+    }
+
+    fn acked(&mut self, now: Time, id: MessageId, offset: u64, len: u64, stream: bool) -> bool {
         let Some(m) = self.messages.get(&id) else {
             return false;
         };
@@ -592,7 +610,7 @@ impl Scheduler {
         // acknowledgements: a receiver that took the CANCEL first still acknowledges a late
         // piece (to stop its retransmission) but drops it, so "every byte acknowledged" does
         // not mean "delivered" once a CANCEL may have arrived.
-        if m.state == MessageState::Cancelling {
+        if m.state == MessageState::Cancelling && !stream {
             return false;
         }
         if m.acked.covers(0, m.size) {

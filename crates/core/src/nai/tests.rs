@@ -437,6 +437,27 @@ fn test_acks_of_a_cancelling_message_wait_for_the_verdict() {
     );
 }
 
+/// Over one TCP connection every written byte is delivered in order: a message whose
+/// confirmed discard came after it was all written is `Delivered` when the stream
+/// acknowledges it (no verdict ever comes on that transport).
+#[test]
+fn test_stream_acks_complete_a_cancelling_message() {
+    let mut s = sched(1e9);
+    let t = Time::ZERO;
+    let a = s.submit(t, Q0, 1000, opts(Priority::HIGH, None)).unwrap();
+    let c = s.next_chunk(1000, true).unwrap();
+    s.cancel(t, a).unwrap();
+    assert_eq!(s.state(a), Ok(MessageState::Cancelling));
+    assert!(s.handle_acked_in_stream(t, a, c.offset, u64::from(c.len)));
+    assert!(events(&mut s).contains(&NaiEvent::Outcome {
+        id: a,
+        outcome: Outcome::Delivered {
+            at: t,
+            margin: None
+        }
+    }));
+}
+
 #[test]
 fn test_set_priority_and_deadline_reorder_and_are_admission_checked() {
     let mut s = sched(100_000.0);
