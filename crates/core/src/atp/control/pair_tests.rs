@@ -32,6 +32,8 @@ struct Pair {
     drops: u64,
     /// (dequeue time, time spent queued) of every datagram.
     waits: Vec<(Time, Duration)>,
+    /// The same, of the application's DATA datagrams only.
+    data_waits: Vec<(Time, Duration)>,
     /// (time, link busy) transitions, for utilisation.
     busy_ns: BTreeMap<u64, u64>,
     delivered_bytes: u64,
@@ -55,13 +57,26 @@ struct Pair {
     /// (time, wire bytes, the control's stall count then) of every PROBE datagram the
     /// sender sent (the filler's).
     probes: Vec<(Time, usize, u64)>,
+    /// The receiving host reads its socket only at multiples of this (a real host's wake-ups:
+    /// every 1–2 ms under load); `None`: each datagram is read as it arrives.
+    rx_batch: Option<Duration>,
 }
 
 impl Pair {
     fn new(schedule: Vec<(Time, f64)>, delay: Duration) -> Pair {
+        Pair::with_control(schedule, delay, super::ControlConfig::default())
+    }
+
+    /// A pair whose rate control has `control` (the measurements compare settings).
+    fn with_control(
+        schedule: Vec<(Time, f64)>,
+        delay: Duration,
+        control: super::ControlConfig,
+    ) -> Pair {
         let config = AtpConfig {
             estimator: crate::atp::EstimatorConfig {
                 mode: EstimatorMode::Control,
+                control,
                 ..Default::default()
             },
             // The real engine's timer slop (the simulator's is zero; a millisecond is
@@ -83,6 +98,7 @@ impl Pair {
             seq: 0,
             drops: 0,
             waits: Vec::new(),
+            data_waits: Vec::new(),
             busy_ns: BTreeMap::new(),
             delivered_bytes: 0,
             outcomes: Vec::new(),
@@ -95,7 +111,14 @@ impl Pair {
             queue_packets: QUEUE_PACKETS,
             down_loses: false,
             probes: Vec::new(),
+            rx_batch: None,
         }
+    }
+
+    /// The receiver reads what arrived only every `every` (see [`Pair::rx_batch`]).
+    fn with_rx_batch(mut self, every: Duration) -> Pair {
+        self.rx_batch = Some(every);
+        self
     }
 
     /// Bounds the bottleneck queue at `packets` (the link emulator's `--queue-packets`).
@@ -147,6 +170,9 @@ impl Pair {
             return;
         };
         self.waits.push((self.now, self.now - queued));
+        if matches!(d.repr, crate::spp::SppRepr::Data(_)) {
+            self.data_waits.push((self.now, self.now - queued));
+        }
         let secs = d.wire_len() as f64 / line_rate;
         let done = self.now + Duration::from_secs_f64(secs);
         *self.busy_ns.entry(self.now.as_nanos()).or_default() +=
@@ -223,7 +249,11 @@ impl Pair {
             && let Some((_, d)) = self.on_link.take()
         {
             self.seq += 1;
-            self.fwd.insert((now + self.delay, self.seq), d);
+            let mut at = now + self.delay;
+            if let Some(b) = self.rx_batch.map(|b| b.as_nanos().max(1) as u64) {
+                at = Time::from_nanos(at.as_nanos().div_ceil(b) * b);
+            }
+            self.fwd.insert((at, self.seq), d);
         }
         while let Some(e) = self.fwd.first_entry() {
             if e.key().0 > now {
@@ -752,4 +782,94 @@ fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_pac
         .filter(|(t, o, _)| *t >= Time::from_secs(76) && !on_time(o))
         .count();
     assert_eq!(late, 0);
+}
+
+/// Not a check: the measurement behind `EXPERIMENTS.md`'s stepped-link table. Light
+/// applications on a link stepped 8 → 2 → 8 → 2 Mbit/s every 10 s behind tbf's 16 KB bucket,
+/// the receiver reading every 1.5 ms (or at once); per change, whether the estimate is within
+/// 20 % of the new rate at +1 s, and the share of 10-ms points from +1 s to the next change
+/// within 20 %; with the filler's bytes and the queueing delay it cost.
+/// `cargo test -p adaptnet-core --release stepped_link_sweep -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement, printed; run by hand"]
+fn stepped_link_sweep() {
+    let rates = [8.0, 2.0, 8.0, 2.0];
+    let apps: [(u64, u64); 6] = [
+        (4096, 50),
+        (16_384, 200),
+        (1024, 20),
+        (65_536, 1000),
+        (8192, 100),
+        (2048, 40),
+    ];
+    let control = super::ControlConfig::default();
+    println!("{control:?}");
+    for batch in [None, Some(Duration::from_micros(1500))] {
+        let (mut at_1s, mut changes, mut points, mut inside) = (0, 0, 0u64, 0u64);
+        let (mut probe_bytes, mut late, mut waits) = (0usize, 0usize, Vec::new());
+        let mut stalls = 0u64;
+        for delay in [Duration::from_micros(100), Duration::from_millis(1)] {
+            for (bytes, every) in apps {
+                let schedule: Vec<(Time, f64)> = rates
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
+                    .collect();
+                let mut p =
+                    Pair::with_control(schedule, delay, control.clone()).with_bucket(16_384.0);
+                if let Some(b) = batch {
+                    p = p.with_rx_batch(b);
+                }
+                p.run_light(Time::from_secs(40), bytes, Duration::from_millis(every));
+                let mut row = Vec::new();
+                for (i, r) in rates.iter().enumerate().skip(1) {
+                    let change = 10_000 * i as u64;
+                    let e = p.estimate_at(Time::from_millis(change + 1000)) / MBIT;
+                    changes += 1;
+                    if (e / r - 1.0).abs() <= 0.2 {
+                        at_1s += 1;
+                    }
+                    row.push(format!("{:+.0} %", (e / r - 1.0) * 100.0));
+                    for t in (change + 1000) / 10..(change + 10_000) / 10 {
+                        let e = p.estimate_at(Time::from_millis(10 * t)) / MBIT;
+                        points += 1;
+                        if (e / r - 1.0).abs() <= 0.2 {
+                            inside += 1;
+                        }
+                    }
+                }
+                probe_bytes += p.probes.iter().map(|&(_, len, _)| len).sum::<usize>();
+                stalls += p.tx.control().map_or(0, |c| c.stats().stalls);
+                late +=
+                    p.outcomes.iter().filter(|(_, o, _)| !on_time(o)).count() + p.rejected as usize;
+                waits.extend(
+                    p.data_waits
+                        .iter()
+                        .filter(|(t, _)| *t >= Time::from_secs(1))
+                        .map(|&(_, w)| w),
+                );
+                let worst = p
+                    .data_waits
+                    .iter()
+                    .max_by_key(|(_, w)| *w)
+                    .copied()
+                    .unwrap_or((Time::ZERO, Duration::ZERO));
+                println!(
+                    "  {batch:?} {delay:?} {bytes} B / {every} ms: +1 s {}; longest wait {:?} at {:?}",
+                    row.join(" / "),
+                    worst.1,
+                    worst.0
+                );
+            }
+        }
+        waits.sort();
+        println!(
+            "rx batch {batch:?}: within 20 % at +1 s {at_1s} of {changes}; time within 20 % \
+             {:.1} %; filler {:.1} kB/s; late or refused {late}; stalls {stalls}; DATA's queue wait p99 {:?}, max {:?}",
+            100.0 * inside as f64 / points as f64,
+            probe_bytes as f64 / (12.0 * 40.0) / 1e3,
+            pct(&waits, 0.99),
+            waits.last().copied().unwrap_or_default(),
+        );
+    }
 }
