@@ -30,10 +30,9 @@ struct Pair {
     rev: BTreeMap<(Time, u64), SppDatagram>,
     seq: u64,
     drops: u64,
-    /// (dequeue time, time spent queued) of every datagram.
-    waits: Vec<(Time, Duration)>,
-    /// The same, of the application's DATA datagrams only.
-    data_waits: Vec<(Time, Duration)>,
+    /// (dequeue time, time spent queued, whether it carried the application's DATA) of every
+    /// datagram.
+    waits: Vec<(Time, Duration, bool)>,
     /// (time, link busy) transitions, for utilisation.
     busy_ns: BTreeMap<u64, u64>,
     delivered_bytes: u64,
@@ -64,19 +63,9 @@ struct Pair {
 
 impl Pair {
     fn new(schedule: Vec<(Time, f64)>, delay: Duration) -> Pair {
-        Pair::with_control(schedule, delay, super::ControlConfig::default())
-    }
-
-    /// A pair whose rate control has `control` (the measurements compare settings).
-    fn with_control(
-        schedule: Vec<(Time, f64)>,
-        delay: Duration,
-        control: super::ControlConfig,
-    ) -> Pair {
         let config = AtpConfig {
             estimator: crate::atp::EstimatorConfig {
                 mode: EstimatorMode::Control,
-                control,
                 ..Default::default()
             },
             // The real engine's timer slop (the simulator's is zero; a millisecond is
@@ -98,7 +87,6 @@ impl Pair {
             seq: 0,
             drops: 0,
             waits: Vec::new(),
-            data_waits: Vec::new(),
             busy_ns: BTreeMap::new(),
             delivered_bytes: 0,
             outcomes: Vec::new(),
@@ -169,10 +157,8 @@ impl Pair {
         let Some((queued, d)) = self.queue.pop_front() else {
             return;
         };
-        self.waits.push((self.now, self.now - queued));
-        if matches!(d.repr, crate::spp::SppRepr::Data(_)) {
-            self.data_waits.push((self.now, self.now - queued));
-        }
+        let data = matches!(d.repr, crate::spp::SppRepr::Data(_));
+        self.waits.push((self.now, self.now - queued, data));
         let secs = d.wire_len() as f64 / line_rate;
         let done = self.now + Duration::from_secs_f64(secs);
         *self.busy_ns.entry(self.now.as_nanos()).or_default() +=
@@ -308,13 +294,22 @@ impl Pair {
         }
     }
 
-    /// Queueing delays of datagrams that left the queue within `[from, to)`.
+    /// Queueing delays of datagrams that left the queue within `[from, to)`, sorted.
     fn waits_in(&self, from: Time, to: Time) -> Vec<Duration> {
+        self.sorted_waits(from, to, false)
+    }
+
+    /// The same, of the application's DATA datagrams only.
+    fn data_waits_in(&self, from: Time, to: Time) -> Vec<Duration> {
+        self.sorted_waits(from, to, true)
+    }
+
+    fn sorted_waits(&self, from: Time, to: Time, data_only: bool) -> Vec<Duration> {
         let mut w: Vec<Duration> = self
             .waits
             .iter()
-            .filter(|(t, _)| *t >= from && *t < to)
-            .map(|&(_, d)| d)
+            .filter(|&&(t, _, data)| t >= from && t < to && (data || !data_only))
+            .map(|&(_, d, _)| d)
             .collect();
         w.sort();
         w
@@ -802,64 +797,49 @@ fn stepped_link_sweep() {
         (8192, 100),
         (2048, 40),
     ];
-    let control = super::ControlConfig::default();
-    println!("{control:?}");
+    let delays = [Duration::from_micros(100), Duration::from_millis(1)];
+    let run = Time::from_secs(40);
+    let within = |e: f64, r: f64| (e / r - 1.0).abs() <= 0.2;
     for batch in [None, Some(Duration::from_micros(1500))] {
         let (mut at_1s, mut changes, mut points, mut inside) = (0, 0, 0u64, 0u64);
         let (mut probe_bytes, mut late, mut waits) = (0usize, 0usize, Vec::new());
         let mut stalls = 0u64;
-        for delay in [Duration::from_micros(100), Duration::from_millis(1)] {
+        for delay in delays {
             for (bytes, every) in apps {
                 let schedule: Vec<(Time, f64)> = rates
                     .iter()
                     .enumerate()
                     .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
                     .collect();
-                let mut p =
-                    Pair::with_control(schedule, delay, control.clone()).with_bucket(16_384.0);
+                let mut p = Pair::new(schedule, delay).with_bucket(16_384.0);
                 if let Some(b) = batch {
                     p = p.with_rx_batch(b);
                 }
-                p.run_light(Time::from_secs(40), bytes, Duration::from_millis(every));
+                p.run_light(run, bytes, Duration::from_millis(every));
                 let mut row = Vec::new();
                 for (i, r) in rates.iter().enumerate().skip(1) {
                     let change = 10_000 * i as u64;
                     let e = p.estimate_at(Time::from_millis(change + 1000)) / MBIT;
                     changes += 1;
-                    if (e / r - 1.0).abs() <= 0.2 {
-                        at_1s += 1;
-                    }
+                    at_1s += usize::from(within(e, *r));
                     row.push(format!("{:+.0} %", (e / r - 1.0) * 100.0));
                     for t in (change + 1000) / 10..(change + 10_000) / 10 {
                         let e = p.estimate_at(Time::from_millis(10 * t)) / MBIT;
                         points += 1;
-                        if (e / r - 1.0).abs() <= 0.2 {
-                            inside += 1;
-                        }
+                        inside += u64::from(within(e, *r));
                     }
                 }
                 probe_bytes += p.probes.iter().map(|&(_, len, _)| len).sum::<usize>();
                 stalls += p.tx.control().map_or(0, |c| c.stats().stalls);
                 late +=
                     p.outcomes.iter().filter(|(_, o, _)| !on_time(o)).count() + p.rejected as usize;
-                waits.extend(
-                    p.data_waits
-                        .iter()
-                        .filter(|(t, _)| *t >= Time::from_secs(1))
-                        .map(|&(_, w)| w),
-                );
-                let worst = p
-                    .data_waits
-                    .iter()
-                    .max_by_key(|(_, w)| *w)
-                    .copied()
-                    .unwrap_or((Time::ZERO, Duration::ZERO));
+                let data_waits = p.data_waits_in(Time::from_secs(1), run);
                 println!(
-                    "  {batch:?} {delay:?} {bytes} B / {every} ms: +1 s {}; longest wait {:?} at {:?}",
+                    "  {batch:?} {delay:?} {bytes} B / {every} ms: +1 s {}; DATA's longest wait {:?}",
                     row.join(" / "),
-                    worst.1,
-                    worst.0
+                    data_waits.last().copied().unwrap_or_default(),
                 );
+                waits.extend(data_waits);
             }
         }
         waits.sort();
@@ -867,7 +847,7 @@ fn stepped_link_sweep() {
             "rx batch {batch:?}: within 20 % at +1 s {at_1s} of {changes}; time within 20 % \
              {:.1} %; filler {:.1} kB/s; late or refused {late}; stalls {stalls}; DATA's queue wait p99 {:?}, max {:?}",
             100.0 * inside as f64 / points as f64,
-            probe_bytes as f64 / (12.0 * 40.0) / 1e3,
+            probe_bytes as f64 / ((delays.len() * apps.len()) as f64 * run.as_secs_f64()) / 1e3,
             pct(&waits, 0.99),
             waits.last().copied().unwrap_or_default(),
         );
