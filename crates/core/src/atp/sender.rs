@@ -509,8 +509,17 @@ impl AtpSender {
             payload_len: u32::from(header.len),
         };
         self.pacer.tokens -= d.wire_len() as f64;
+        let dry = !self.nai.has_sendable();
         if let Some(c) = self.control.as_mut() {
             c.on_sent(now, d.wire_len() as u64);
+            if dry {
+                // The application's queue ran dry with this datagram (Linux marks a flow
+                // application-limited the same way, at the write that finds its send queue
+                // empty: `tcp_rate_check_app_limited`). Without it the mark was refreshed
+                // only when a filler datagram happened to be due, and a light application's
+                // samples that spanned its own idle gaps passed for the path's.
+                c.on_app_limited();
+            }
             self.sync_control(now);
         }
         Some(self.count(d))
