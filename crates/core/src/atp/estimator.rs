@@ -944,7 +944,8 @@ mod train_tests {
 
     #[test]
     fn test_probe_index_up_to_the_train_bound_parses() {
-        for (index, ok) in [(1u8, true), (15, true), (16, false)] {
+        let max = crate::spp::wire::MAX_PROBE_TRAIN;
+        for (index, ok) in [(1u8, true), (max - 1, true), (max, false)] {
             let repr = SppRepr::Probe(crate::spp::wire::ProbeHeader { probe_id: 3, index });
             let mut buf = vec![0u8; repr.buffer_len()];
             repr.emit(&mut buf).unwrap();

@@ -126,8 +126,10 @@ pub struct AckWindow {
     pub size: u64,
 }
 
-/// Most datagrams in one probe train (a packet pair is a train of two).
-pub const MAX_PROBE_TRAIN: u8 = 16;
+/// Most datagrams in one probe train (a packet pair is a train of two). The rate control's
+/// confirming trains are the longest (20 by default: long enough to empty a token bucket
+/// before their last quarter, see `ControlConfig::filler_confirm_packets`).
+pub const MAX_PROBE_TRAIN: u8 = 32;
 
 /// One packet of a packet-pair or packet-train measurement (§4.2, used when the estimate is
 /// zero; the default estimator also sends short trains, see

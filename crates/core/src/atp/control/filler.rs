@@ -17,7 +17,7 @@
 //! but not full ones), the silence resumes where its backoff was, so full trains into a
 //! path that never answers them go at most once per capped interval.
 
-use crate::spp::wire::{ProbeHeader, ProbeReport};
+use crate::spp::wire::{MAX_PROBE_TRAIN, ProbeHeader, ProbeReport};
 use crate::spp::{SppDatagram, SppRepr};
 use crate::time::Time;
 use std::time::Duration;
@@ -32,14 +32,21 @@ use std::time::Duration;
 /// ends the train's pacing for it.
 const DATA_PER_TRAIN: u64 = 4;
 
-/// What a whole train's report says (and, in [`Filler::on_report`]'s answer, when the
-/// train's first datagram left).
+/// What a whole train's report says.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum TrainVerdict {
     /// It arrived as fast as it left: the link takes at least this rate (bytes/s).
     Taken(f64),
     /// It arrived slower: this is the bottleneck's rate (bytes/s).
     Bottleneck(f64),
+}
+
+/// A whole train's verdict, and whether it was judged by its tail alone (its second half, or
+/// a confirming train's last quarter: see [`Filler::on_report`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Judged {
+    pub(crate) verdict: TrainVerdict,
+    pub(crate) tail: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -53,13 +60,21 @@ struct Train {
     /// DATA bytes sent between the train's first and last datagram: they crossed the
     /// bottleneck within the train's span, so they count in its dispersion.
     data_bytes: u64,
+    /// `data_bytes` when each datagram of the train went: DATA sent after datagram `i`
+    /// crossed the bottleneck after it, so a part of the train's dispersion can count the
+    /// DATA within it.
+    data_at: [u64; MAX_PROBE_TRAIN as usize],
     /// A ping: two unpadded datagrams that only ask whether the path answers.
     ping: bool,
     /// Some report of it arrived, even a partial one.
     answered: bool,
-    /// The latest partial report that covers at most half the train (bytes, gap): with the
-    /// whole train's report it gives the dispersion of the train's second half.
+    /// The latest partial report that covers at most half the train (three quarters with
+    /// `last_quarter`), as (bytes, gap): with the whole train's report it gives the
+    /// dispersion of the train's tail.
     mid: Option<(u32, u64)>,
+    /// Judged by its last quarter instead of its second half (a confirming train: see
+    /// `ControlConfig::filler_confirm_packets`).
+    last_quarter: bool,
 }
 
 /// Whether the path answers the filler's trains.
@@ -204,7 +219,13 @@ impl Filler {
 
     /// The next datagram: a new train of `packets` at `rate` (a ping while silent), or the
     /// current one's next.
-    pub(crate) fn poll(&mut self, now: Time, rate: f64, packets: u8) -> Option<SppDatagram> {
+    pub(crate) fn poll(
+        &mut self,
+        now: Time,
+        rate: f64,
+        packets: u8,
+        last_quarter: bool,
+    ) -> Option<SppDatagram> {
         if !self.due(now) || packets < 2 || !(rate.is_finite() && rate > 0.0) {
             return None;
         }
@@ -224,12 +245,17 @@ impl Filler {
                 first: now,
                 last: now,
                 data_bytes: 0,
+                data_at: [0; MAX_PROBE_TRAIN as usize],
                 ping,
                 answered: false,
                 mid: None,
+                last_quarter,
             }
         });
         let index = train.sent;
+        if let Some(d) = train.data_at.get_mut(usize::from(index)) {
+            *d = train.data_bytes;
+        }
         train.sent += 1;
         train.last = now;
         let (id, ping) = (train.id, train.ping);
@@ -242,13 +268,14 @@ impl Filler {
     /// train's rate, so train and data together left at that rate); more than
     /// [`DATA_PER_TRAIN`] times the train's own bytes of it means the application is no
     /// longer light, and the train is given up.
-    pub(crate) fn on_data_sent(&mut self, now: Time, bytes: u64, interval: Duration) {
+    /// Returns whether the train was given up.
+    pub(crate) fn on_data_sent(&mut self, now: Time, bytes: u64, interval: Duration) -> bool {
         let Some(t) = self
             .train
             .as_mut()
             .filter(|t| t.sent > 0 && t.sent < t.packets)
         else {
-            return;
+            return false;
         };
         t.data_bytes = t.data_bytes.saturating_add(bytes);
         let t = *t;
@@ -260,7 +287,9 @@ impl Filler {
             }
             self.successes = 0;
             self.next_at = now.saturating_add(interval);
+            return true;
         }
+        false
     }
 
     /// The receiver's report. Only a whole train's report gives a verdict; any report of a
@@ -271,7 +300,7 @@ impl Filler {
         report: &ProbeReport,
         taken_fraction: f64,
         interval: Duration,
-    ) -> Option<(TrainVerdict, Time)> {
+    ) -> Option<Judged> {
         if let Some((id, ping)) = self.overdue
             && id == report.probe_id
         {
@@ -295,7 +324,8 @@ impl Filler {
         let size = self.datagram_len(&t);
         let whole = u64::from(t.packets - 1) * size;
         if u64::from(report.bytes) < whole {
-            if 2 * u64::from(report.bytes) <= whole
+            let (num, den) = if t.last_quarter { (3, 4) } else { (1, 2) };
+            if den * u64::from(report.bytes) <= num * whole
                 && let Some(cur) = self.train.as_mut()
             {
                 cur.mid = Some((report.bytes, report.gap_ns));
@@ -308,18 +338,24 @@ impl Filler {
         self.train = None;
         let bytes = f64::from(report.bytes) + t.data_bytes as f64;
         let mut received = bytes * 1e9 / report.gap_ns as f64;
-        // The second half's dispersion, where a report of the first half came (and no DATA
-        // was mixed in, which could have crossed in either half): a token bucket passes a
-        // train's head at line rate and its tail at the bucket's rate, so the whole train's
-        // dispersion overstates the rate the link sustains; the tail's is closer to it (on
-        // a FIFO bottleneck both are its rate).
+        let mut tail = false;
+        // The second half's dispersion, where a report of the first half came (with the DATA
+        // sent within it): a token bucket passes a train's head at line rate and its tail at
+        // the bucket's rate, so the whole train's dispersion overstates the rate the link
+        // sustains; the tail's is closer to it (on a FIFO bottleneck both are its rate).
         if let Some((b, g)) = t.mid
-            && t.data_bytes == 0
             && report.gap_ns > g
             && report.bytes > b
         {
-            let tail = f64::from(report.bytes - b) * 1e9 / (report.gap_ns - g) as f64;
-            received = received.min(tail);
+            // The report of the first half covered datagrams 1 ..= m.
+            let m = usize::try_from(u64::from(b) / size.max(1)).unwrap_or(usize::MAX);
+            let data = t
+                .data_bytes
+                .saturating_sub(t.data_at.get(m).copied().unwrap_or(t.data_bytes));
+            let second_half =
+                (f64::from(report.bytes - b) + data as f64) * 1e9 / (report.gap_ns - g) as f64;
+            tail = true;
+            received = received.min(second_half);
         }
         let span = t.last.saturating_since(t.first).as_secs_f64();
         let left = if span > 0.0 {
@@ -331,11 +367,17 @@ impl Filler {
             self.successes += 1;
             // The link took it: the next train follows at once, at a higher gain.
             self.next_at = now;
-            Some((TrainVerdict::Taken(received.min(left)), t.first))
+            Some(Judged {
+                verdict: TrainVerdict::Taken(received.min(left)),
+                tail,
+            })
         } else {
             self.successes = 0;
             self.next_at = now.saturating_add(interval);
-            Some((TrainVerdict::Bottleneck(received), t.first))
+            Some(Judged {
+                verdict: TrainVerdict::Bottleneck(received),
+                tail,
+            })
         }
     }
 
@@ -345,6 +387,13 @@ impl Filler {
         if self.train.is_none() {
             self.next_at = now.saturating_add(interval);
         }
+    }
+
+    /// What the last train showed is not followed up: the next one waits `interval` from
+    /// `now`, at the first gain again.
+    pub(crate) fn restart(&mut self, now: Time, interval: Duration) {
+        self.successes = 0;
+        self.wait(now, interval);
     }
 
     /// The next train goes at once (to confirm what the last one showed).

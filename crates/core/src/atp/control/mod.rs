@@ -52,11 +52,14 @@
 //! least that rate (the estimate rises, and the next train follows at once with a higher
 //! gain); one that arrived slower measured the bottleneck. A token bucket (tbf's `burst`, a
 //! cellular grant) passes a train that fits it at line rate whatever rate it sustains, so a
-//! rise is believed only once a second train, twice as long and sent right after the first,
-//! shows it too, and a train is judged by its second half as well as by the whole. A rise is
-//! found without a heavy sender, a fall without one, and the filler is bounded to
-//! `filler_share` of the estimate (at most one train every `filler_min_interval`) while
-//! nothing rises.
+//! rise is believed only once a **confirming train** — longer, sent right after the first at
+//! four times the estimate, so that it empties such a bucket before its last quarter — shows
+//! it in that quarter; what the quarter measures is the rate, up or down (behind a bucket, a
+//! light application's trains and messages show no fall at all: this train is what finds
+//! one). A refuted rise holds the next ones for `filler_rise_hold`, doubling to
+//! `filler_rise_hold_max`, so the confirmations' cost stays bounded. A rise is found without
+//! a heavy sender, a fall without one, and the filler is bounded to `filler_share` of the
+//! estimate (at most one train every `filler_min_interval`) while nothing rises.
 //!
 //! When acknowledgements stop while data is in flight (an outage), the estimate halves every
 //! `stall` period — the Congestion Manager's exponential aging of an idle rate
@@ -158,9 +161,27 @@ pub struct ControlConfig {
     /// the next train confirms it (see [`RateControl::on_report`]); below, it applies at
     /// once (a bottleneck's samples scatter around its rate).
     pub filler_rise_band: f64,
-    /// The confirming train must start within this long (or two smoothed RTTs) of the
-    /// report of the train it confirms, so a token bucket cannot refill between them.
-    pub filler_confirm_slack: Duration,
+    /// Datagrams in a confirming train (at most [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)).
+    /// It is judged by its last quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain),
+    /// that a token bucket which passed the first train at line rate is empty before its
+    /// last quarter, which then arrives at the rate the bucket sustains. Every datagram after
+    /// the bucket empties queues: a quarter of the train is the least that still measures
+    /// (about a third of the bucket's bytes of queue, against its whole for a half).
+    pub filler_confirm_packets: u8,
+    /// A confirming train is paced at this multiple of the estimate. A train at `g` times a
+    /// bucket's rate drains `1 − 1/g` of its bytes from the bucket, so it empties a bucket of
+    /// `B` bytes after `B·g/(g − 1)`: at 4, tbf's 16 KB bucket within the first 15 of 20
+    /// datagrams.
+    pub filler_confirm_gain: f64,
+    /// A confirming train that refutes its rise (its last quarter arrived at no more than
+    /// `filler_rise_band` times the estimate) holds further rises this long, doubling per
+    /// refuted rise up to [`filler_rise_hold_max`](Self::filler_rise_hold_max): behind a token
+    /// bucket every short train is taken whole, and a confirmation for each would spend a
+    /// large share of the link on probing.
+    pub filler_rise_hold: Duration,
+    /// The longest hold (see [`filler_rise_hold`](Self::filler_rise_hold)): a real rise, and
+    /// a fall a token bucket hides, is found within about this long plus a train interval.
+    pub filler_rise_hold_max: Duration,
     /// Acknowledgements missing for this many smoothed RTTs (and at least 4 datagram times
     /// and `stall_min`) while data is in flight: the path is stalled and the estimate halves.
     pub stall_rtts: u32,
@@ -211,9 +232,10 @@ impl Default for ControlConfig {
             // Above the samples' scatter on a FIFO bottleneck, below the 1.25 of a probe
             // train taken whole: every rise a train shows is confirmed.
             filler_rise_band: 1.1,
-            // A 16 KB bucket refills 5 KB in 5 ms at 8 Mbit/s: less than the train the first
-            // one left it short of.
-            filler_confirm_slack: Duration::from_millis(5),
+            filler_confirm_packets: 20,
+            filler_confirm_gain: 4.0,
+            filler_rise_hold: Duration::from_millis(250),
+            filler_rise_hold_max: Duration::from_millis(500),
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
             max_decrease: 0.5,
@@ -304,8 +326,13 @@ pub struct RateControl {
     agg_start: Time,
     agg_delivered: u64,
     filler: Filler,
-    /// A rise a train showed, awaiting the next train's confirmation: (rate, when reported).
-    pending_rise: Option<(f64, Time)>,
+    /// A rise a train showed (bytes/s), awaiting the next train's confirmation.
+    pending_rise: Option<f64>,
+    /// Rises shown by a single train are not followed up until then, while the estimate is
+    /// no higher than the rate (bytes/s) the refuting train measured (see
+    /// [`ControlConfig::filler_rise_hold`]); and the hold the next refuted rise sets.
+    rise_hold_until: Option<(Time, f64)>,
+    rise_hold: Duration,
     /// The rate the path was last shown to sustain: set where the bottleneck was measured
     /// busy (a standing queue's reaction, a filler train that arrived slower than sent),
     /// raised by a confirmed filler train and by two cruise probes in a row taken whole.
@@ -325,6 +352,7 @@ impl RateControl {
             max: config.filler_silent_max_interval,
         };
         let filler = Filler::new(now, mtu_bytes, backoff);
+        let rise_hold = config.filler_rise_hold;
         RateControl {
             config,
             mtu: f64::from(mtu_bytes.max(1)),
@@ -358,6 +386,8 @@ impl RateControl {
             agg_delivered: 0,
             filler,
             pending_rise: None,
+            rise_hold_until: None,
+            rise_hold,
             sustained: None,
             whole_probes: 0,
             stats: ControlStats::default(),
@@ -535,7 +565,11 @@ impl RateControl {
         self.paced.update(now, self.pacing_rate());
         self.first_unacked_send.get_or_insert(now);
         let interval = self.train_interval();
-        self.filler.on_data_sent(now, bytes, interval);
+        if self.filler.on_data_sent(now, bytes, interval) {
+            // The application uses the link: its own samples judge it now, and a rise a
+            // train showed is moot (its confirmation would wait behind the application).
+            self.pending_rise = None;
+        }
     }
 
     /// The pacer allowed a datagram and the application had none: rate samples taken until
@@ -715,6 +749,8 @@ impl RateControl {
             .max(self.config.min_phase);
         self.phase = Phase::Drain;
         self.drain_until = now.saturating_add(drain);
+        // The bottleneck was just measured busy: no rise is pending.
+        self.pending_rise = None;
         // The queue seen within the next round trip is still the one just measured; after
         // it, a queue that still stands (a fall deeper than one reaction's halving) is
         // reacted to again.
@@ -826,7 +862,7 @@ impl RateControl {
         let verdict =
             self.filler
                 .on_report(now, report, self.config.filler_taken_fraction, interval);
-        let Some((verdict, first)) = verdict else {
+        let Some(filler::Judged { verdict, tail }) = verdict else {
             return;
         };
         // A train measured the path: the estimate is evidence again, not a stall's guess.
@@ -838,26 +874,33 @@ impl RateControl {
             TrainVerdict::Taken(r) | TrainVerdict::Bottleneck(r) => r,
         };
         // A rise is believed only when a second train, sent right after the first, shows it
-        // too (the lower of the two rates): a token bucket (tbf's `burst`, a cellular
-        // scheduler's grant) passes one train that fits it at line rate whatever the rate it
-        // sustains, but not two back to back, which the first has already drained it for.
-        // BBR's policer detection likewise trusts a rate only when consecutive intervals
-        // agree (Cardwell et al., Linux `tcp_bbr.c`, "long-term bandwidth" sampling).
-        // The confirming train may wait for the pacer's debt of the last one's datagram.
-        let slack = self
-            .srtt()
-            .saturating_mul(2)
-            .max(self.packet_time().saturating_mul(2))
-            .max(self.config.filler_confirm_slack);
-        let confirmed = self
-            .pending_rise
-            .take()
-            .filter(|&(_, at)| first >= at && first <= at.saturating_add(slack))
-            .map(|(r, _)| r);
+        // too: a token bucket (tbf's `burst`, a cellular scheduler's grant) passes a train
+        // that fits it at line rate whatever the rate it sustains. BBR's policer detection
+        // likewise trusts a rate only when consecutive intervals agree (Cardwell et al.,
+        // Linux `tcp_bbr.c`, "long-term bandwidth" sampling). The confirming train is long
+        // and fast enough to empty such a bucket within its first half, and is judged by its
+        // second half (`filler_confirm_packets`): its verdict is the rate, whichever way it
+        // goes. A confirmation judged on the whole train (DATA mixed in, or no report of its
+        // first half) is trusted no further than the rise it confirms.
+        // Whenever it left: long enough to empty a full bucket before its second half, it
+        // needs no bucket left short by the first.
+        let confirmed = self.pending_rise.take();
         let rises = rate > (self.config.filler_rise_band * bw).max(measured) || !self.calibrated;
+        // The estimate can rise by other means meanwhile (the application's DATA taken
+        // whole by the same bucket); then the hold ends, so that a confirmation checks it.
+        let holding = self.calibrated
+            && self
+                .rise_hold_until
+                .is_some_and(|(t, r)| now < t && bw <= self.config.filler_rise_band * r);
         let rate = match (rises, confirmed) {
+            (true, None) if holding && measured <= bw => {
+                // A rise right after a refuted one: most likely the same bucket again. Not
+                // followed up (nor believed) until the hold ends.
+                self.filler.restart(now, interval);
+                return;
+            }
             (true, None) => {
-                self.pending_rise = Some((rate, now));
+                self.pending_rise = Some(rate);
                 self.filler.follow_at_once(now);
                 if measured > bw {
                     // Back to the rate before the outage at once; beyond it, confirmed.
@@ -865,8 +908,35 @@ impl RateControl {
                 }
                 return;
             }
-            (true, Some(p)) => rate.min(p),
-            (false, _) => rate,
+            (_, Some(p)) => {
+                let shown = tail || matches!(verdict, TrainVerdict::Taken(_));
+                if rises && shown {
+                    self.rise_hold = self.config.filler_rise_hold;
+                    self.rise_hold_until = None;
+                } else {
+                    // Refuted: rises wait, a little longer each time in a row.
+                    self.rise_hold_until = Some((now.saturating_add(self.rise_hold), rate));
+                    let max = self
+                        .config
+                        .filler_rise_hold_max
+                        .max(self.config.filler_rise_hold);
+                    self.rise_hold = self.rise_hold.saturating_mul(2).min(max);
+                }
+                match verdict {
+                    // A bottleneck measured by the tail is the rate, up or down.
+                    TrainVerdict::Bottleneck(_) if tail => rate,
+                    // Taken whole: the path took the train's rate, unless a bucket larger
+                    // than the train held it; a rise is trusted to twice what the first
+                    // train showed (the next confirmation can take it further).
+                    TrainVerdict::Taken(_) if tail => rate.min(2.0 * p),
+                    // Judged on the whole train, which a bucket's head inflates: it
+                    // confirms no more than the first train showed, and no rise at all where
+                    // it met the bottleneck.
+                    TrainVerdict::Taken(_) => rate.min(p),
+                    TrainVerdict::Bottleneck(_) => rate.min(bw),
+                }
+            }
+            (false, None) => rate,
         };
         // A train taken whole counts as a round of STARTUP. Without it, a path faster than this
         // host can pace a train (loopback: trains left at 45 MB/s whatever rate they were asked
@@ -1012,7 +1082,10 @@ impl RateControl {
         if !self.wants_filler(now) {
             return None;
         }
-        let gain = if self.phase == Phase::Startup {
+        let confirming = self.pending_rise.is_some();
+        let gain = if confirming {
+            self.config.filler_confirm_gain
+        } else if self.phase == Phase::Startup {
             self.config.startup_gain
         } else {
             // Each train the link took in a row raises the next one's gain: 1.25, 1.5, 2.
@@ -1029,15 +1102,15 @@ impl RateControl {
         // the halvings' floor, several trains of seconds each.
         let base = self.filler_base_rate();
         let rate = gain * base;
-        // A confirming train is twice as long: together with the train it confirms it must
-        // outlast what a token bucket can hold.
-        let n = if self.pending_rise.is_some() {
-            self.config.filler_train_packets.saturating_mul(2)
+        // A confirming train is long enough to outlast what a token bucket can hold (see
+        // `on_report`).
+        let n = if confirming {
+            self.config.filler_confirm_packets
         } else {
             self.config.filler_train_packets
         }
         .min(crate::spp::wire::MAX_PROBE_TRAIN);
-        self.filler.poll(now, rate, n)
+        self.filler.poll(now, rate, n, confirming)
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) should next run: a stall check while

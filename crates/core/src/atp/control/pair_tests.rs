@@ -779,6 +779,55 @@ fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_pac
     assert_eq!(late, 0);
 }
 
+/// Regression (issue 18's stepped link: "within 20 % of the new rate within 1 s of each
+/// change" met at 10–13 of 18 changes; behind tbf's 16 KB bucket the filler's trains and its
+/// confirmations passed at line rate, and the estimate rode a sawtooth up to +60 % above the
+/// rate): light applications on 8 → 2 → 8 → 2 Mbit/s behind the bucket, the receiver reading
+/// every 1.5 ms. A confirming train long and fast enough to empty the bucket, judged by its
+/// last quarter, measures the rate: after every change the estimate is within 20 % of the new
+/// rate before a second has passed, and the median of the next second is too. Not met, and so
+/// not asserted, for 16 KB every 200 ms: the application's own messages fill the bucket's
+/// size, cross it at line rate, and their samples lift the estimate between confirmations
+/// (at 100 µs the second drop is within 20 % only at +1.2 s; `stepped_link_sweep` prints
+/// every case, and `EXPERIMENTS.md` has the numbers).
+#[test]
+fn test_light_application_behind_a_token_bucket_follows_each_step_within_a_second() {
+    let rates = [8.0, 2.0, 8.0, 2.0];
+    for delay in [Duration::from_micros(100), Duration::from_millis(1)] {
+        for (bytes, every) in [(4096, 50), (1024, 20)] {
+            let schedule: Vec<(Time, f64)> = rates
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
+                .collect();
+            let mut p = Pair::new(schedule, delay)
+                .with_bucket(16_384.0)
+                .with_rx_batch(Duration::from_micros(1500));
+            p.run_light(Time::from_secs(32), bytes, Duration::from_millis(every));
+            let within = |e: f64, r: f64| (e / r - 1.0).abs() <= 0.2;
+            for (i, r) in rates.iter().enumerate().skip(1) {
+                let change = 10_000 * i as u64;
+                let case =
+                    format!("{delay:?}, {bytes} B every {every} ms, {r} Mbit/s from {change} ms");
+                let first = (change / 10..=(change + 1000) / 10)
+                    .map(|t| Time::from_millis(10 * t))
+                    .find(|&t| within(p.estimate_at(t) / MBIT, *r));
+                assert!(first.is_some(), "{case}: not within 20 % by +1 s");
+                let mut next: Vec<f64> = ((change + 1000) / 10..(change + 2000) / 10)
+                    .map(|t| p.estimate_at(Time::from_millis(10 * t)) / MBIT)
+                    .collect();
+                next.sort_by(f64::total_cmp);
+                let median = next[next.len() / 2];
+                assert!(
+                    within(median, *r),
+                    "{case}: median {median:.2} from +1 s to +2 s"
+                );
+            }
+            assert_eq!(p.rejected, 0);
+        }
+    }
+}
+
 /// Not a check: the measurement behind `EXPERIMENTS.md`'s stepped-link table. Light
 /// applications on a link stepped 8 → 2 → 8 → 2 Mbit/s every 10 s behind tbf's 16 KB bucket,
 /// the receiver reading every 1.5 ms (or at once); per change, whether the estimate is within
