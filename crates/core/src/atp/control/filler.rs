@@ -339,23 +339,23 @@ impl Filler {
         let bytes = f64::from(report.bytes) + t.data_bytes as f64;
         let mut received = bytes * 1e9 / report.gap_ns as f64;
         let mut tail = false;
-        // The second half's dispersion, where a report of the first half came (with the DATA
-        // sent within it): a token bucket passes a train's head at line rate and its tail at
+        // The tail's dispersion (the second half; a confirming train's last quarter), where a
+        // report of the head came (with the DATA sent within the tail): a token bucket passes a train's head at line rate and its tail at
         // the bucket's rate, so the whole train's dispersion overstates the rate the link
         // sustains; the tail's is closer to it (on a FIFO bottleneck both are its rate).
         if let Some((b, g)) = t.mid
             && report.gap_ns > g
             && report.bytes > b
         {
-            // The report of the first half covered datagrams 1 ..= m.
+            // The report of the head covered datagrams 1 ..= m.
             let m = usize::try_from(u64::from(b) / size.max(1)).unwrap_or(usize::MAX);
             let data = t
                 .data_bytes
                 .saturating_sub(t.data_at.get(m).copied().unwrap_or(t.data_bytes));
-            let second_half =
+            let tail_rate =
                 (f64::from(report.bytes - b) + data as f64) * 1e9 / (report.gap_ns - g) as f64;
             tail = true;
-            received = received.min(second_half);
+            received = received.min(tail_rate);
         }
         let span = t.last.saturating_since(t.first).as_secs_f64();
         let left = if span > 0.0 {

@@ -878,12 +878,12 @@ impl RateControl {
         // that fits it at line rate whatever the rate it sustains. BBR's policer detection
         // likewise trusts a rate only when consecutive intervals agree (Cardwell et al.,
         // Linux `tcp_bbr.c`, "long-term bandwidth" sampling). The confirming train is long
-        // and fast enough to empty such a bucket within its first half, and is judged by its
-        // second half (`filler_confirm_packets`): its verdict is the rate, whichever way it
-        // goes. A confirmation judged on the whole train (DATA mixed in, or no report of its
-        // first half) is trusted no further than the rise it confirms.
-        // Whenever it left: long enough to empty a full bucket before its second half, it
-        // needs no bucket left short by the first.
+        // and fast enough to empty such a bucket before its last quarter, and is judged by
+        // that quarter (`filler_confirm_packets`, `filler_confirm_gain`): its verdict is the
+        // rate, whichever way it goes. A confirmation judged on the whole train (no report
+        // of its first three quarters came) is trusted no further than the rise it confirms.
+        // It may leave whenever it is due: it empties a full bucket by itself, so it needs
+        // no bucket left short by the first train.
         let confirmed = self.pending_rise.take();
         let rises = rate > (self.config.filler_rise_band * bw).max(measured) || !self.calibrated;
         // The estimate can rise by other means meanwhile (the application's DATA taken
