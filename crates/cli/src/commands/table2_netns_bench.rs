@@ -508,6 +508,7 @@ fn render_tracking(
     header.push("time within 20 %, +1 s to the next change".into());
     header.push("tbf drops: run / 2 s after each change".into());
     let mut t = Table::new(header);
+    let within = |e: f64, want: f64| (e / want - 1.0).abs() <= 0.2;
     for (w, row) in workloads.iter().zip(results) {
         let Some(Some(atp)) = row.first() else {
             continue;
@@ -524,7 +525,7 @@ fn render_tracking(
             let within = atp
                 .estimate
                 .iter()
-                .find(|(s, e)| *s >= at && (e / want - 1.0).abs() <= 0.2)
+                .find(|(s, e)| *s >= at && within(*e, want))
                 .map(|(s, _)| s - at);
             cells.push(format!(
                 "{:.2} Mbit/s ({:+.0} %) / {}",
@@ -547,10 +548,7 @@ fn render_tracking(
                 .filter(|(s, _)| *s >= at as f64 + 1.0 && *s < until)
                 .map(|e| e.1)
                 .collect();
-            let inside = span
-                .iter()
-                .filter(|e| (*e / want - 1.0).abs() <= 0.2)
-                .count();
+            let inside = span.iter().filter(|e| within(**e, want)).count();
             shares.push(if span.is_empty() {
                 "-".to_string()
             } else {

@@ -340,9 +340,10 @@ impl Filler {
         let mut received = bytes * 1e9 / report.gap_ns as f64;
         let mut tail = false;
         // The tail's dispersion (the second half; a confirming train's last quarter), where a
-        // report of the head came (with the DATA sent within the tail): a token bucket passes a train's head at line rate and its tail at
-        // the bucket's rate, so the whole train's dispersion overstates the rate the link
-        // sustains; the tail's is closer to it (on a FIFO bottleneck both are its rate).
+        // report of the head came (with the DATA sent within the tail): a token bucket passes
+        // a train's head at line rate and its tail at the bucket's rate, so the whole train's
+        // dispersion overstates the rate the link sustains; the tail's is closer to it (on a
+        // FIFO bottleneck both are its rate).
         if let Some((b, g)) = t.mid
             && report.gap_ns > g
             && report.bytes > b

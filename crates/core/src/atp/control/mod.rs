@@ -161,10 +161,11 @@ pub struct ControlConfig {
     /// the next train confirms it (see [`RateControl::on_report`]); below, it applies at
     /// once (a bottleneck's samples scatter around its rate).
     pub filler_rise_band: f64,
-    /// Datagrams in a confirming train (at most [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)).
-    /// It is judged by its last quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain),
-    /// that a token bucket which passed the first train at line rate is empty before its
-    /// last quarter, which then arrives at the rate the bucket sustains. Every datagram after
+    /// Datagrams in a confirming train (at most
+    /// [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)). It is judged by its last
+    /// quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain), that a
+    /// token bucket which passed the first train at line rate is empty before its last
+    /// quarter, which then arrives at the rate the bucket sustains. Every datagram after
     /// the bucket empties queues: a quarter of the train is the least that still measures
     /// (about a third of the bucket's bytes of queue, against its whole for a half).
     pub filler_confirm_packets: u8,

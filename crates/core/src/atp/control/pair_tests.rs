@@ -345,6 +345,23 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 
 const MBIT: f64 = 125_000.0;
 
+/// The 8 → 2 → 8 → 2 Mbit/s link of issue 18's stepped test, one step every 10 s.
+const STEPPED_MBIT: [f64; 4] = [8.0, 2.0, 8.0, 2.0];
+
+/// `STEPPED_MBIT` as a link schedule.
+fn stepped_schedule() -> Vec<(Time, f64)> {
+    STEPPED_MBIT
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
+        .collect()
+}
+
+/// The stepped test's aim: an estimate `e` within 20 % of the rate `r`.
+fn within_20_percent(e: f64, r: f64) -> bool {
+    (e / r - 1.0).abs() <= 0.2
+}
+
 fn on_time(o: &Outcome) -> bool {
     matches!(
         o,
@@ -792,26 +809,19 @@ fn test_light_application_finds_the_path_again_after_an_outage_that_held_its_pac
 /// every case, and `EXPERIMENTS.md` has the numbers).
 #[test]
 fn test_light_application_behind_a_token_bucket_follows_each_step_within_a_second() {
-    let rates = [8.0, 2.0, 8.0, 2.0];
     for delay in [Duration::from_micros(100), Duration::from_millis(1)] {
         for (bytes, every) in [(4096, 50), (1024, 20)] {
-            let schedule: Vec<(Time, f64)> = rates
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
-                .collect();
-            let mut p = Pair::new(schedule, delay)
+            let mut p = Pair::new(stepped_schedule(), delay)
                 .with_bucket(16_384.0)
                 .with_rx_batch(Duration::from_micros(1500));
             p.run_light(Time::from_secs(32), bytes, Duration::from_millis(every));
-            let within = |e: f64, r: f64| (e / r - 1.0).abs() <= 0.2;
-            for (i, r) in rates.iter().enumerate().skip(1) {
+            for (i, r) in STEPPED_MBIT.iter().enumerate().skip(1) {
                 let change = 10_000 * i as u64;
                 let case =
                     format!("{delay:?}, {bytes} B every {every} ms, {r} Mbit/s from {change} ms");
                 let first = (change / 10..=(change + 1000) / 10)
                     .map(|t| Time::from_millis(10 * t))
-                    .find(|&t| within(p.estimate_at(t) / MBIT, *r));
+                    .find(|&t| within_20_percent(p.estimate_at(t) / MBIT, *r));
                 assert!(first.is_some(), "{case}: not within 20 % by +1 s");
                 let mut next: Vec<f64> = ((change + 1000) / 10..(change + 2000) / 10)
                     .map(|t| p.estimate_at(Time::from_millis(10 * t)) / MBIT)
@@ -819,7 +829,7 @@ fn test_light_application_behind_a_token_bucket_follows_each_step_within_a_secon
                 next.sort_by(f64::total_cmp);
                 let median = next[next.len() / 2];
                 assert!(
-                    within(median, *r),
+                    within_20_percent(median, *r),
                     "{case}: median {median:.2} from +1 s to +2 s"
                 );
             }
@@ -837,7 +847,7 @@ fn test_light_application_behind_a_token_bucket_follows_each_step_within_a_secon
 #[test]
 #[ignore = "a measurement, printed; run by hand"]
 fn stepped_link_sweep() {
-    let rates = [8.0, 2.0, 8.0, 2.0];
+    let rates = STEPPED_MBIT;
     let apps: [(u64, u64); 6] = [
         (4096, 50),
         (16_384, 200),
@@ -848,19 +858,13 @@ fn stepped_link_sweep() {
     ];
     let delays = [Duration::from_micros(100), Duration::from_millis(1)];
     let run = Time::from_secs(40);
-    let within = |e: f64, r: f64| (e / r - 1.0).abs() <= 0.2;
     for batch in [None, Some(Duration::from_micros(1500))] {
         let (mut at_1s, mut changes, mut points, mut inside) = (0, 0, 0u64, 0u64);
         let (mut probe_bytes, mut late, mut waits) = (0usize, 0usize, Vec::new());
         let mut stalls = 0u64;
         for delay in delays {
             for (bytes, every) in apps {
-                let schedule: Vec<(Time, f64)> = rates
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| (Time::from_secs(10 * i as u64), r * MBIT))
-                    .collect();
-                let mut p = Pair::new(schedule, delay).with_bucket(16_384.0);
+                let mut p = Pair::new(stepped_schedule(), delay).with_bucket(16_384.0);
                 if let Some(b) = batch {
                     p = p.with_rx_batch(b);
                 }
@@ -870,12 +874,12 @@ fn stepped_link_sweep() {
                     let change = 10_000 * i as u64;
                     let e = p.estimate_at(Time::from_millis(change + 1000)) / MBIT;
                     changes += 1;
-                    at_1s += usize::from(within(e, *r));
+                    at_1s += usize::from(within_20_percent(e, *r));
                     row.push(format!("{:+.0} %", (e / r - 1.0) * 100.0));
                     for t in (change + 1000) / 10..(change + 10_000) / 10 {
                         let e = p.estimate_at(Time::from_millis(10 * t)) / MBIT;
                         points += 1;
-                        inside += u64::from(within(e, *r));
+                        inside += u64::from(within_20_percent(e, *r));
                     }
                 }
                 probe_bytes += p.probes.iter().map(|&(_, len, _)| len).sum::<usize>();
