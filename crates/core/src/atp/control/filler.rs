@@ -47,6 +47,8 @@ pub(crate) enum TrainVerdict {
 pub(crate) struct Judged {
     pub(crate) verdict: TrainVerdict,
     pub(crate) tail: bool,
+    /// The train left at the rate it was asked for (this host's pacing was not the limit).
+    pub(crate) as_asked: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -72,6 +74,10 @@ struct Train {
     /// `last_quarter`), as (bytes, gap): with the whole train's report it gives the
     /// dispersion of the train's tail.
     mid: Option<(u32, u64)>,
+    /// When the latest partial report arrived, and what it covered (bytes, gap): a train
+    /// whose reports are still coming is crossing a bottleneck slower than the estimate,
+    /// not lost (see [`Filler::overdue_at`]).
+    heard: Option<(Time, u32, u64)>,
     /// Judged by its last quarter instead of its second half (a confirming train: see
     /// `ControlConfig::filler_confirm_packets`).
     last_quarter: bool,
@@ -249,6 +255,7 @@ impl Filler {
                 ping,
                 answered: false,
                 mid: None,
+                heard: None,
                 last_quarter,
             }
         });
@@ -324,6 +331,9 @@ impl Filler {
         let size = self.datagram_len(&t);
         let whole = u64::from(t.packets - 1) * size;
         if u64::from(report.bytes) < whole {
+            if let Some(cur) = self.train.as_mut() {
+                cur.heard = Some((now, report.bytes, report.gap_ns));
+            }
             let (num, den) = if t.last_quarter { (3, 4) } else { (1, 2) };
             if den * u64::from(report.bytes) <= num * whole
                 && let Some(cur) = self.train.as_mut()
@@ -364,6 +374,7 @@ impl Filler {
         } else {
             f64::INFINITY
         };
+        let as_asked = left >= taken_fraction * t.rate;
         if received >= taken_fraction * left {
             self.successes += 1;
             // The link took it: the next train follows at once, at a higher gain.
@@ -371,6 +382,7 @@ impl Filler {
             Some(Judged {
                 verdict: TrainVerdict::Taken(received.min(left)),
                 tail,
+                as_asked,
             })
         } else {
             self.successes = 0;
@@ -378,6 +390,7 @@ impl Filler {
             Some(Judged {
                 verdict: TrainVerdict::Bottleneck(received),
                 tail,
+                as_asked,
             })
         }
     }
@@ -390,11 +403,13 @@ impl Filler {
         }
     }
 
-    /// What the last train showed is not followed up: the next one waits `interval` from
-    /// `now`, at the first gain again.
-    pub(crate) fn restart(&mut self, now: Time, interval: Duration) {
+    /// What the last train showed is followed up at `at`, not before, at the first gain
+    /// again.
+    pub(crate) fn restart_at(&mut self, at: Time) {
         self.successes = 0;
-        self.wait(now, interval);
+        if self.train.is_none() {
+            self.next_at = at;
+        }
     }
 
     /// The next train goes at once (to confirm what the last one showed).
@@ -431,7 +446,7 @@ impl Filler {
     pub(crate) fn poll_timeout(&self, srtt: Duration, drain_rate: f64) -> Option<Time> {
         self.train
             .filter(|t| t.sent >= t.packets)
-            .map(|t| t.last.saturating_add(self.grace(&t, srtt, drain_rate)))
+            .map(|t| self.overdue_at(&t, srtt, drain_rate))
     }
 
     /// When the next filler datagram may go (the pacer decides within a train); `None` while
@@ -444,6 +459,35 @@ impl Filler {
         }
     }
 
+    /// When train `t`'s report is overdue: its grace after its last datagram — or, while
+    /// partial reports keep arriving, the reply time (two smoothed RTTs, as in the grace)
+    /// or two of the datagram spacings the reports show, whichever is longer, after the
+    /// latest. The grace counts the train's bytes at the estimate, and a confirming train
+    /// exists to find a rate below it: one sent at four times an 8 Mbit/s estimate into a
+    /// link fallen to 2 queued four times longer than its grace, was given up every time
+    /// with its tail still arriving, and the fall went unseen for two seconds.
+    fn overdue_at(&self, t: &Train, srtt: Duration, drain_rate: f64) -> Time {
+        let sent = t.last.saturating_add(self.grace(t, srtt, drain_rate));
+        let Some((at, bytes, gap_ns)) = t.heard else {
+            return sent;
+        };
+        let size = self.datagram_len(t).max(1);
+        let arrived = (u64::from(bytes) / size).max(1);
+        let spacing = Duration::from_nanos(gap_ns / arrived);
+        let wait = Self::reply_time(srtt, self.backoff)
+            .max(spacing.saturating_mul(2))
+            .min(self.backoff.max.max(self.backoff.first));
+        sent.max(at.saturating_add(wait))
+    }
+
+    /// Two smoothed RTTs, at least 10 ms and at most the silent filler's longest ping
+    /// interval (see [`Filler::grace`]).
+    fn reply_time(srtt: Duration, backoff: PingBackoff) -> Duration {
+        srtt.saturating_mul(2)
+            .max(Duration::from_millis(10))
+            .min(backoff.max.max(backoff.first))
+    }
+
     fn grace(&self, t: &Train, srtt: Duration, drain_rate: f64) -> Duration {
         // The smoothed RTT after an outage can be the outage's length: a link that held
         // packets through it (the emulator's queue at a trace's zero rate, a base station's
@@ -454,10 +498,7 @@ impl Filler {
         // would have gone, and a late report still ends a silence (`overdue`). Those samples
         // stay in the smoothed RTT itself: the RTO needs them (the held packets are still
         // arriving), and the simulator's fading traces lost 2–3 points without them.
-        let rtts = srtt
-            .saturating_mul(2)
-            .max(Duration::from_millis(10))
-            .min(self.backoff.max.max(self.backoff.first));
+        let rtts = Self::reply_time(srtt, self.backoff);
         let bytes = (u64::from(t.packets) * self.datagram_len(t)) as f64;
         let drain = Duration::try_from_secs_f64(bytes / drain_rate).unwrap_or(Duration::ZERO);
         // At most a second of it: a collapsed estimate would otherwise hold a lost train
@@ -478,7 +519,7 @@ impl Filler {
         let Some(t) = self.train else {
             return;
         };
-        if t.sent < t.packets || now < t.last.saturating_add(self.grace(&t, srtt, drain_rate)) {
+        if t.sent < t.packets || now < self.overdue_at(&t, srtt, drain_rate) {
             return;
         }
         self.train = None;

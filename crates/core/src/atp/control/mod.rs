@@ -57,7 +57,10 @@
 //! it in that quarter; what the quarter measures is the rate, up or down (behind a bucket, a
 //! light application's trains and messages show no fall at all: this train is what finds
 //! one). A refuted rise holds the next ones for `filler_rise_hold`, doubling to
-//! `filler_rise_hold_max`, so the confirmations' cost stays bounded. A rise is found without
+//! `filler_rise_hold_max`, so the confirmations' cost stays bounded; a rise a train shows
+//! during the hold is confirmed when it ends, with no short train first. A train is not
+//! given up while its partial reports keep arriving (a confirming train that finds a fall
+//! arrives at the lower rate, later than a grace counted at the estimate). A rise is found without
 //! a heavy sender, a fall without one, and the filler is bounded to `filler_share` of the
 //! estimate (at most one train every `filler_min_interval`) while nothing rises.
 //!
@@ -863,7 +866,12 @@ impl RateControl {
         let verdict =
             self.filler
                 .on_report(now, report, self.config.filler_taken_fraction, interval);
-        let Some(filler::Judged { verdict, tail }) = verdict else {
+        let Some(filler::Judged {
+            verdict,
+            tail,
+            as_asked,
+        }) = verdict
+        else {
             return;
         };
         // A train measured the path: the estimate is evidence again, not a stall's guess.
@@ -889,15 +897,19 @@ impl RateControl {
         let rises = rate > (self.config.filler_rise_band * bw).max(measured) || !self.calibrated;
         // The estimate can rise by other means meanwhile (the application's DATA taken
         // whole by the same bucket); then the hold ends, so that a confirmation checks it.
-        let holding = self.calibrated
-            && self
-                .rise_hold_until
-                .is_some_and(|(t, r)| now < t && bw <= self.config.filler_rise_band * r);
+        let holding = self
+            .rise_hold_until
+            .filter(|&(t, r)| self.calibrated && now < t && bw <= self.config.filler_rise_band * r)
+            .map(|(t, _)| t);
         let rate = match (rises, confirmed) {
-            (true, None) if holding && measured <= bw => {
-                // A rise right after a refuted one: most likely the same bucket again. Not
-                // followed up (nor believed) until the hold ends.
-                self.filler.restart(now, interval);
+            (true, None) if holding.is_some() && measured <= bw => {
+                // A rise right after a refuted one: most likely the same bucket again, so not
+                // believed — but it is the rise the hold's end confirms: the confirming train
+                // goes then, with no short train first. Behind a bucket a short train is taken
+                // whole whatever the link does, so another says nothing, and waiting for one
+                // held a light application's rise a train interval longer (390 ms at 2 Mbit/s).
+                self.pending_rise = Some(rate);
+                self.filler.restart_at(holding.unwrap_or(now));
                 return;
             }
             (true, None) => {
@@ -965,14 +977,21 @@ impl RateControl {
                     self.enter_cruise(now);
                 }
             }
-            TrainVerdict::Taken(_) => {
-                // Taken, but no faster than the estimate: the train could not leave faster
-                // (this host's pacing is the limit, as on loopback), so another one at once
-                // would show the same. The next goes at the usual interval: following at once
-                // here sent a train about every millisecond, for as long as the path stayed
-                // that fast, whatever `filler_share` allows.
+            TrainVerdict::Taken(_) if !as_asked => {
+                // Taken, but no faster than the estimate, and the train could not leave at
+                // the rate asked (this host's pacing is the limit, as on loopback), so
+                // another one at once would show the same. The next goes at the usual
+                // interval: following at once here sent a train about every millisecond, for
+                // as long as the path stayed that fast, whatever `filler_share` allows.
                 let interval = self.train_interval();
                 self.filler.wait(now, interval);
+            }
+            TrainVerdict::Taken(_) => {
+                // Taken at the rate asked, but the estimate rose past it meanwhile (the
+                // application's DATA measured more while the train was out): the next train
+                // follows at once, at the next gain above the new estimate. Waiting the
+                // usual interval here (390 ms at 2 Mbit/s) held a light application's rise
+                // 2 → 8 Mbit/s a second behind the link.
             }
         }
     }

@@ -521,3 +521,128 @@ fn send_train_at(c: &mut RateControl, mut t: Time, rate: f64) -> (Vec<SppDatagra
     }
     (sent, t)
 }
+
+/// Regression (the namespace link stepped 8 → 2 Mbit/s under a light application): a
+/// confirming train sent at four times the estimate into a link that fell to a quarter of
+/// it takes four times longer to arrive than its grace allowed, which counts its bytes at the
+/// estimate. It was given up with its tail still arriving, every time, and the fall went
+/// unseen for two seconds. A train whose partial reports keep coming is not overdue.
+#[test]
+fn test_a_confirming_train_whose_reports_still_arrive_measures_the_fall() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    // A short train taken whole at the rate it was asked (a token bucket's burst): a rise
+    // to confirm.
+    let mut t = c.filler_due().expect("a train is due").max(now);
+    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
+    assert_eq!(sent.len(), 8);
+    t = end + rtt;
+    c.on_report(t, &report_at(probe(&sent[0]).probe_id, 1.25e6));
+    assert!(c.wants_filler(t), "the confirming train follows at once");
+    // The confirming train leaves at four times the estimate; the link now takes 250 kB/s.
+    let (sent, end) = send_train_at(&mut c, t, 4e6);
+    assert_eq!(sent.len(), 20);
+    let id = probe(&sent[0]).probe_id;
+    let link = 2.5e5;
+    let spacing = Duration::from_secs_f64(f64::from(MTU) / link);
+    let first_arrival = t + rtt / 2;
+    let mut given_up = 0;
+    for i in 1..sent.len() {
+        let report_at = first_arrival + spacing * i as u32 + rtt / 2;
+        // The engine runs the control's timers as they fall due between reports.
+        while let Some(due) = c.poll_timeout().filter(|&d| d <= report_at) {
+            let trains = c.stats().filler_trains;
+            c.handle_timeout(due.max(end));
+            if c.filler_due().is_some() && c.stats().filler_trains == trains {
+                given_up += 1;
+            }
+            if due <= end {
+                break;
+            }
+        }
+        let bytes = u32::try_from(i).unwrap_or(u32::MAX) * u32::from(MTU);
+        c.on_report(
+            report_at,
+            &ProbeReport {
+                probe_id: id,
+                bytes,
+                gap_ns: (spacing * i as u32).as_nanos() as u64,
+            },
+        );
+    }
+    assert_eq!(given_up, 0, "the train was given up while its reports came");
+    let e = c.estimate().expect("calibrated");
+    assert!(
+        (e / link - 1.0).abs() < 0.05,
+        "estimate {e:.0}, link {link:.0}"
+    );
+}
+
+/// Regression (the namespace link stepped 2 → 8 Mbit/s under a light application): a train
+/// taken whole at the rate it was asked, when the application's DATA raised the estimate past
+/// that rate while the train was out, is followed at once at the next gain above the new
+/// estimate. It used to wait the usual interval (390 ms at 2 Mbit/s), as a train the host
+/// could not pace faster does (see the test above).
+#[test]
+fn test_a_train_taken_as_asked_below_a_risen_estimate_is_followed_at_once() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    let t = c.filler_due().expect("a train is due").max(now);
+    // The first train of a cycle asks the probe gain times the estimate.
+    let asked = c.config().probe_gain * c.bottleneck_bytes_per_s();
+    let (sent, end) = send_train_at(&mut c, t, asked);
+    assert_eq!(sent.len(), 8);
+    // Backlogged DATA raises the estimate past what the train asked.
+    let t = drive(
+        &mut c,
+        end,
+        Duration::from_millis(100),
+        2e6,
+        rtt,
+        Duration::ZERO,
+    );
+    let e = c.bottleneck_bytes_per_s();
+    assert!(
+        e > 1.1 * asked,
+        "estimate {e:.0}, the train asked {asked:.0}"
+    );
+    c.set_in_flight(0);
+    c.on_report(t, &report_at(probe(&sent[0]).probe_id, asked));
+    assert!(c.wants_filler(t), "the next train follows at once");
+}
+
+/// Behind a token bucket every short train is taken whole: after a confirming train refuted
+/// a rise, a short train that shows one during the hold is confirmed when the hold ends, by a
+/// confirming train with no short train first (one more short train says nothing, and
+/// waiting for it held a light application's rise 2 → 8 Mbit/s a train interval longer).
+#[test]
+fn test_a_rise_shown_during_the_hold_is_confirmed_when_it_ends() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    let mut t = c.filler_due().expect("a train is due").max(now);
+    // A short train taken whole, and its confirming train arriving at the estimate: refuted.
+    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
+    c.on_report(end + rtt, &report_at(probe(&sent[0]).probe_id, 1.25e6));
+    let (sent, end) = send_train_at(&mut c, end + rtt, 4e6);
+    assert_eq!(sent.len(), 20, "a confirming train");
+    let whole = ProbeReport {
+        probe_id: probe(&sent[0]).probe_id,
+        bytes: 19 * u32::from(MTU),
+        gap_ns: (19.0 * f64::from(MTU) / 1e6 * 1e9) as u64,
+    };
+    let refuted = end + rtt;
+    c.on_report(refuted, &whole);
+    let hold_end = refuted + ControlConfig::default().filler_rise_hold;
+    // The next short train, within the hold, is taken whole too.
+    t = c.filler_due().expect("a train is due").max(refuted);
+    assert!(t < hold_end, "a short train goes within the hold");
+    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
+    assert_eq!(sent.len(), 8, "a short train");
+    c.on_report(end + rtt, &report_at(probe(&sent[0]).probe_id, 1.25e6));
+    assert_eq!(c.filler_due(), Some(hold_end), "the next train waits for the hold's end");
+    let (sent, _) = send_train_at(&mut c, hold_end, 4e6);
+    assert_eq!(sent.len(), 20, "and confirms the rise");
+}
