@@ -642,7 +642,11 @@ fn test_a_rise_shown_during_the_hold_is_confirmed_when_it_ends() {
     let (sent, end) = send_train_at(&mut c, t, 1.25e6);
     assert_eq!(sent.len(), 8, "a short train");
     c.on_report(end + rtt, &report_at(probe(&sent[0]).probe_id, 1.25e6));
-    assert_eq!(c.filler_due(), Some(hold_end), "the next train waits for the hold's end");
+    assert_eq!(
+        c.filler_due(),
+        Some(hold_end),
+        "the next train waits for the hold's end"
+    );
     let (sent, _) = send_train_at(&mut c, hold_end, 4e6);
     assert_eq!(sent.len(), 20, "and confirms the rise");
 }
