@@ -15,7 +15,9 @@
 //! change it is compared with the new rate (as message bytes: 1,427 of every 1,514 bytes on
 //! the wire), with the time it first came within 20 % and the share of the samples from 1 s
 //! after the change to the next that are within 20 %; `tbf` drops are counted over the run
-//! and in the 2 s after each change.
+//! and in the 2 s after each change. A last row totals each change over the workloads: how
+//! many were within 20 % at +1 s, how many first came within 20 % before +1 s, and the mean
+//! share of time within 20 %.
 //!
 //! A run whose connection ends early (a baseline's kernel TCP giving up, say) is recorded,
 //! not fatal: its row is marked failed with the reason, the messages it had not submitted
@@ -494,6 +496,19 @@ fn render(
     t
 }
 
+/// One rate change over the workloads, for the tracking table's totals row.
+#[derive(Clone, Default)]
+struct ChangeTally {
+    /// Workloads that ran on ATP.
+    runs: usize,
+    /// Those whose estimate was within 20 % of the new rate at +1 s.
+    at_one_second: usize,
+    /// Those whose estimate first came within 20 % before +1 s.
+    first_by_one_second: usize,
+    /// Each one's share of 50-ms samples within 20 %, from +1 s to the next change (%).
+    shares: Vec<f64>,
+}
+
 fn render_tracking(
     spec: &LinkSpec,
     workloads: &[WorkloadParams],
@@ -509,12 +524,15 @@ fn render_tracking(
     header.push("tbf drops: run / 2 s after each change".into());
     let mut t = Table::new(header);
     let within = |e: f64, want: f64| (e / want - 1.0).abs() <= 0.2;
+    let changes = spec.steps.len().saturating_sub(1);
+    let mut totals = vec![ChangeTally::default(); changes];
+    let mut all_drops = 0;
     for (w, row) in workloads.iter().zip(results) {
         let Some(Some(atp)) = row.first() else {
             continue;
         };
         let mut cells = vec![w.name.clone()];
-        for &(at, mbit) in spec.steps.iter().skip(1) {
+        for (c, &(at, mbit)) in spec.steps.iter().skip(1).enumerate() {
             let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;
             let at = at as f64;
             let at1 = atp
@@ -533,6 +551,11 @@ fn render_tracking(
                 100.0 * (at1 / want - 1.0),
                 within.map_or("never".into(), |d| format!("{d:.2} s"))
             ));
+            if let Some(total) = totals.get_mut(c) {
+                total.runs += 1;
+                total.at_one_second += usize::from((at1 / want - 1.0).abs() <= 0.2);
+                total.first_by_one_second += usize::from(within.is_some_and(|d| d <= 1.0));
+            }
         }
         // One second on from each change to the next (or the run's last sample): the share of
         // 50-ms samples within 20 % of the rate, which a single reading at +1 s cannot show (a
@@ -540,6 +563,7 @@ fn render_tracking(
         let mut shares = Vec::new();
         let end = atp.estimate.last().map_or(0.0, |e| e.0);
         for (i, &(at, mbit)) in spec.steps.iter().enumerate().skip(1) {
+            let total = totals.get_mut(i - 1);
             let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;
             let until = spec.steps.get(i + 1).map_or(end, |s| s.0 as f64);
             let span: Vec<f64> = atp
@@ -552,13 +576,113 @@ fn render_tracking(
             shares.push(if span.is_empty() {
                 "-".to_string()
             } else {
-                format!("{:.0} %", 100.0 * inside as f64 / span.len() as f64)
+                let share = 100.0 * inside as f64 / span.len() as f64;
+                if let Some(total) = total {
+                    total.shares.push(share);
+                }
+                format!("{share:.0} %")
             });
         }
         cells.push(shares.join(" / "));
         let tr: Vec<String> = atp.transition_drops.iter().map(u64::to_string).collect();
         cells.push(format!("{} / {}", atp.drops, tr.join(", ")));
+        all_drops += atp.drops;
+        t.row(cells);
+    }
+    if totals.iter().any(|c| c.runs > 1) {
+        // The counts a reader would otherwise tally by hand: how many changes the estimate
+        // followed by +1 s, by either reading, and the mean share of time within 20 %.
+        let mut cells = vec!["all workloads".to_string()];
+        for c in &totals {
+            cells.push(format!(
+                "at +1 s: {} of {n}; by +1 s: {} of {n}",
+                c.at_one_second,
+                c.first_by_one_second,
+                n = c.runs
+            ));
+        }
+        let means: Vec<String> = totals
+            .iter()
+            .map(|c| {
+                if c.shares.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!(
+                        "{:.0} %",
+                        c.shares.iter().sum::<f64>() / c.shares.len() as f64
+                    )
+                }
+            })
+            .collect();
+        cells.push(format!("mean {}", means.join(" / ")));
+        cells.push(format!("{all_drops} in all"));
         t.row(cells);
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(name: &str) -> WorkloadParams {
+        WorkloadParams {
+            name: name.into(),
+            levels: 2,
+            classes: Vec::new(),
+            random: None,
+        }
+    }
+
+    /// An ATP run on the stepped link whose 50-ms estimate is `f(t)` times the rate in force.
+    fn run(f: impl Fn(f64) -> f64) -> Option<RunResult> {
+        let estimate = (0..800)
+            .map(|i| {
+                let s = f64::from(i) / 20.0;
+                let mbit = STEPS
+                    .iter()
+                    .rfind(|st| st.0 as f64 <= s)
+                    .map_or(8.0, |st| st.1);
+                (s, mbit * 1e6 / 8.0 * PAYLOAD_SHARE * f(s))
+            })
+            .collect();
+        Some(RunResult {
+            estimate,
+            drops: 2,
+            ..RunResult::default()
+        })
+    }
+
+    #[test]
+    fn test_tracking_totals_count_the_changes_followed_by_either_reading() {
+        let spec = LINKS[2];
+        let workloads = [workload("steady"), workload("late")];
+        // "late" reads +50 % around +1 s after the first change (within 20 % at once, so
+        // first within by +1 s, but not at +1 s), and +30 % throughout the second.
+        let late = |s: f64| {
+            if (10.8..=11.2).contains(&s) {
+                1.5
+            } else if (20.0..30.0).contains(&s) {
+                1.3
+            } else {
+                1.0
+            }
+        };
+        let results = vec![vec![run(|_| 1.0)], vec![run(late)]];
+        let text = render_tracking(&spec, &workloads, &results).render();
+        let totals = text
+            .lines()
+            .find(|l| l.starts_with("all workloads"))
+            .unwrap_or_default();
+        for want in [
+            "at +1 s: 1 of 2; by +1 s: 2 of 2",
+            "at +1 s: 1 of 2; by +1 s: 1 of 2",
+            "at +1 s: 2 of 2; by +1 s: 2 of 2",
+            // 5 of the first change's 180 samples from +1 s are out: 97.2 % and 100 %.
+            "mean 99 % / 50 % / 100 %",
+            "4 in all",
+        ] {
+            assert!(totals.contains(want), "{want:?} not in {totals:?}");
+        }
+    }
 }
