@@ -532,7 +532,13 @@ fn render_tracking(
             continue;
         };
         let mut cells = vec![w.name.clone()];
-        for (c, &(at, mbit)) in spec.steps.iter().skip(1).enumerate() {
+        // From one second after each change to the next (or the run's last sample): the
+        // share of 50-ms samples within 20 % of the rate, which a single reading at +1 s
+        // cannot show (a sawtooth through a token bucket passes the band on its way up and
+        // down).
+        let mut shares = Vec::new();
+        let end = atp.estimate.last().map_or(0.0, |e| e.0);
+        for (i, &(at, mbit)) in spec.steps.iter().enumerate().skip(1) {
             let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;
             let at = at as f64;
             let at1 = atp
@@ -540,7 +546,7 @@ fn render_tracking(
                 .iter()
                 .rfind(|(s, _)| *s <= at + 1.0)
                 .map_or(0.0, |e| e.1);
-            let within = atp
+            let first = atp
                 .estimate
                 .iter()
                 .find(|(s, e)| *s >= at && within(*e, want))
@@ -549,39 +555,24 @@ fn render_tracking(
                 "{:.2} Mbit/s ({:+.0} %) / {}",
                 at1 * 8e-6,
                 100.0 * (at1 / want - 1.0),
-                within.map_or("never".into(), |d| format!("{d:.2} s"))
+                first.map_or("never".into(), |d| format!("{d:.2} s"))
             ));
-            if let Some(total) = totals.get_mut(c) {
-                total.runs += 1;
-                total.at_one_second += usize::from((at1 / want - 1.0).abs() <= 0.2);
-                total.first_by_one_second += usize::from(within.is_some_and(|d| d <= 1.0));
-            }
-        }
-        // One second on from each change to the next (or the run's last sample): the share of
-        // 50-ms samples within 20 % of the rate, which a single reading at +1 s cannot show (a
-        // sawtooth through a token bucket passes the band on its way up and down).
-        let mut shares = Vec::new();
-        let end = atp.estimate.last().map_or(0.0, |e| e.0);
-        for (i, &(at, mbit)) in spec.steps.iter().enumerate().skip(1) {
-            let total = totals.get_mut(i - 1);
-            let want = mbit * 1e6 / 8.0 * PAYLOAD_SHARE;
             let until = spec.steps.get(i + 1).map_or(end, |s| s.0 as f64);
             let span: Vec<f64> = atp
                 .estimate
                 .iter()
-                .filter(|(s, _)| *s >= at as f64 + 1.0 && *s < until)
+                .filter(|(s, _)| *s >= at + 1.0 && *s < until)
                 .map(|e| e.1)
                 .collect();
             let inside = span.iter().filter(|e| within(**e, want)).count();
-            shares.push(if span.is_empty() {
-                "-".to_string()
-            } else {
-                let share = 100.0 * inside as f64 / span.len() as f64;
-                if let Some(total) = total {
-                    total.shares.push(share);
-                }
-                format!("{share:.0} %")
-            });
+            let share = (!span.is_empty()).then(|| 100.0 * inside as f64 / span.len() as f64);
+            shares.push(share.map_or("-".to_string(), |v| format!("{v:.0} %")));
+            if let Some(total) = totals.get_mut(i - 1) {
+                total.runs += 1;
+                total.at_one_second += usize::from(within(at1, want));
+                total.first_by_one_second += usize::from(first.is_some_and(|d| d <= 1.0));
+                total.shares.extend(share);
+            }
         }
         cells.push(shares.join(" / "));
         let tr: Vec<String> = atp.transition_drops.iter().map(u64::to_string).collect();

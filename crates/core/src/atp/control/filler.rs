@@ -103,8 +103,13 @@ pub(crate) struct PingBackoff {
 }
 
 impl PingBackoff {
+    /// The longest interval: the cap, or the first interval where that is longer.
+    fn longest(self) -> Duration {
+        self.max.max(self.first)
+    }
+
     fn double(self, interval: Duration) -> Duration {
-        interval.saturating_mul(2).min(self.max.max(self.first))
+        interval.saturating_mul(2).min(self.longest())
     }
 }
 
@@ -476,7 +481,7 @@ impl Filler {
         let spacing = Duration::from_nanos(gap_ns / arrived);
         let wait = Self::reply_time(srtt, self.backoff)
             .max(spacing.saturating_mul(2))
-            .min(self.backoff.max.max(self.backoff.first));
+            .min(self.backoff.longest());
         sent.max(at.saturating_add(wait))
     }
 
@@ -485,7 +490,7 @@ impl Filler {
     fn reply_time(srtt: Duration, backoff: PingBackoff) -> Duration {
         srtt.saturating_mul(2)
             .max(Duration::from_millis(10))
-            .min(backoff.max.max(backoff.first))
+            .min(backoff.longest())
     }
 
     fn grace(&self, t: &Train, srtt: Duration, drain_rate: f64) -> Duration {

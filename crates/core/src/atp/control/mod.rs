@@ -60,9 +60,9 @@
 //! `filler_rise_hold_max`, so the confirmations' cost stays bounded; a rise a train shows
 //! during the hold is confirmed when it ends, with no short train first. A train is not
 //! given up while its partial reports keep arriving (a confirming train that finds a fall
-//! arrives at the lower rate, later than a grace counted at the estimate). A rise is found without
-//! a heavy sender, a fall without one, and the filler is bounded to `filler_share` of the
-//! estimate (at most one train every `filler_min_interval`) while nothing rises.
+//! arrives at the lower rate, later than a grace counted at the estimate). A rise is found
+//! without a heavy sender, a fall without one, and the filler is bounded to `filler_share`
+//! of the estimate (at most one train every `filler_min_interval`) while nothing rises.
 //!
 //! When acknowledgements stop while data is in flight (an outage), the estimate halves every
 //! `stall` period — the Congestion Manager's exponential aging of an idle rate
@@ -901,18 +901,18 @@ impl RateControl {
             .rise_hold_until
             .filter(|&(t, r)| self.calibrated && now < t && bw <= self.config.filler_rise_band * r)
             .map(|(t, _)| t);
-        let rate = match (rises, confirmed) {
-            (true, None) if holding.is_some() && measured <= bw => {
+        let rate = match (rises, confirmed, holding) {
+            (true, None, Some(until)) if measured <= bw => {
                 // A rise right after a refuted one: most likely the same bucket again, so not
                 // believed — but it is the rise the hold's end confirms: the confirming train
                 // goes then, with no short train first. Behind a bucket a short train is taken
                 // whole whatever the link does, so another says nothing, and waiting for one
                 // held a light application's rise a train interval longer (390 ms at 2 Mbit/s).
                 self.pending_rise = Some(rate);
-                self.filler.restart_at(holding.unwrap_or(now));
+                self.filler.restart_at(until);
                 return;
             }
-            (true, None) => {
+            (true, None, _) => {
                 self.pending_rise = Some(rate);
                 self.filler.follow_at_once(now);
                 if measured > bw {
@@ -921,7 +921,7 @@ impl RateControl {
                 }
                 return;
             }
-            (_, Some(p)) => {
+            (_, Some(p), _) => {
                 let shown = tail || matches!(verdict, TrainVerdict::Taken(_));
                 if rises && shown {
                     self.rise_hold = self.config.filler_rise_hold;
@@ -949,7 +949,7 @@ impl RateControl {
                     TrainVerdict::Bottleneck(_) => rate.min(bw),
                 }
             }
-            (false, None) => rate,
+            (false, None, _) => rate,
         };
         // A train taken whole counts as a round of STARTUP. Without it, a path faster than this
         // host can pace a train (loopback: trains left at 45 MB/s whatever rate they were asked

@@ -522,6 +522,29 @@ fn send_train_at(c: &mut RateControl, mut t: Time, rate: f64) -> (Vec<SppDatagra
     (sent, t)
 }
 
+/// A control that has run a second on a 1 MB/s path of RTT `rtt`, its application now idle,
+/// and the time its first filler train is due.
+fn idle_at_one_megabyte(rtt: Duration) -> (RateControl, Time) {
+    let (mut c, now) = at_one_megabyte(rtt);
+    c.set_in_flight(0);
+    let t = c.filler_due().expect("a train is due").max(now);
+    (c, t)
+}
+
+/// Sends `c`'s due short train from `t` at 1.25 MB/s, the rate it asks, and reports it taken
+/// whole `rtt` after its last datagram (a token bucket's burst: a rise to confirm); returns
+/// the train and the time of its report.
+fn short_train_taken_whole(
+    c: &mut RateControl,
+    t: Time,
+    rtt: Duration,
+) -> (Vec<SppDatagram>, Time) {
+    let (sent, end) = send_train_at(c, t, 1.25e6);
+    let at = end + rtt;
+    c.on_report(at, &report_at(probe(&sent[0]).probe_id, 1.25e6));
+    (sent, at)
+}
+
 /// Regression (the namespace link stepped 8 → 2 Mbit/s under a light application): a
 /// confirming train sent at four times the estimate into a link that fell to a quarter of
 /// it takes four times longer to arrive than its grace allowed, which counts its bytes at the
@@ -530,15 +553,9 @@ fn send_train_at(c: &mut RateControl, mut t: Time, rate: f64) -> (Vec<SppDatagra
 #[test]
 fn test_a_confirming_train_whose_reports_still_arrive_measures_the_fall() {
     let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    c.set_in_flight(0);
-    // A short train taken whole at the rate it was asked (a token bucket's burst): a rise
-    // to confirm.
-    let mut t = c.filler_due().expect("a train is due").max(now);
-    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
+    let (mut c, t) = idle_at_one_megabyte(rtt);
+    let (sent, t) = short_train_taken_whole(&mut c, t, rtt);
     assert_eq!(sent.len(), 8);
-    t = end + rtt;
-    c.on_report(t, &report_at(probe(&sent[0]).probe_id, 1.25e6));
     assert!(c.wants_filler(t), "the confirming train follows at once");
     // The confirming train leaves at four times the estimate; the link now takes 250 kB/s.
     let (sent, end) = send_train_at(&mut c, t, 4e6);
@@ -587,9 +604,7 @@ fn test_a_confirming_train_whose_reports_still_arrive_measures_the_fall() {
 #[test]
 fn test_a_train_taken_as_asked_below_a_risen_estimate_is_followed_at_once() {
     let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    c.set_in_flight(0);
-    let t = c.filler_due().expect("a train is due").max(now);
+    let (mut c, t) = idle_at_one_megabyte(rtt);
     // The first train of a cycle asks the probe gain times the estimate.
     let asked = c.config().probe_gain * c.bottleneck_bytes_per_s();
     let (sent, end) = send_train_at(&mut c, t, asked);
@@ -620,13 +635,10 @@ fn test_a_train_taken_as_asked_below_a_risen_estimate_is_followed_at_once() {
 #[test]
 fn test_a_rise_shown_during_the_hold_is_confirmed_when_it_ends() {
     let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    c.set_in_flight(0);
-    let mut t = c.filler_due().expect("a train is due").max(now);
+    let (mut c, t) = idle_at_one_megabyte(rtt);
     // A short train taken whole, and its confirming train arriving at the estimate: refuted.
-    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
-    c.on_report(end + rtt, &report_at(probe(&sent[0]).probe_id, 1.25e6));
-    let (sent, end) = send_train_at(&mut c, end + rtt, 4e6);
+    let (_, t) = short_train_taken_whole(&mut c, t, rtt);
+    let (sent, end) = send_train_at(&mut c, t, 4e6);
     assert_eq!(sent.len(), 20, "a confirming train");
     let whole = ProbeReport {
         probe_id: probe(&sent[0]).probe_id,
@@ -637,11 +649,10 @@ fn test_a_rise_shown_during_the_hold_is_confirmed_when_it_ends() {
     c.on_report(refuted, &whole);
     let hold_end = refuted + ControlConfig::default().filler_rise_hold;
     // The next short train, within the hold, is taken whole too.
-    t = c.filler_due().expect("a train is due").max(refuted);
+    let t = c.filler_due().expect("a train is due").max(refuted);
     assert!(t < hold_end, "a short train goes within the hold");
-    let (sent, end) = send_train_at(&mut c, t, 1.25e6);
+    let (sent, _) = short_train_taken_whole(&mut c, t, rtt);
     assert_eq!(sent.len(), 8, "a short train");
-    c.on_report(end + rtt, &report_at(probe(&sent[0]).probe_id, 1.25e6));
     assert_eq!(
         c.filler_due(),
         Some(hold_end),
