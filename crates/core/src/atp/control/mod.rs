@@ -83,6 +83,12 @@
 //! session never calls the peer silent, and the filler would otherwise send full trains into
 //! the dead direction for as long as the outage lasts.
 //!
+//! Two rates come out, as in the paper: SPP is paced at a gain times the bottleneck filter
+//! (short samples, which a token bucket's tokens lift for as long as they last), and NAI plans
+//! with that filter only up to what the path was shown to *sustain* — a standing queue's
+//! rate, a confirming train, or a backlogged stretch long enough to outlast such a bucket
+//! ([`RateControl::estimate`]).
+//!
 //! Until the first evidence of the path's rate (STARTUP ends: the queue formed, the rate
 //! stopped growing, or a filler train measured the bottleneck) there is no estimate
 //! ([`RateControl::estimate`] is `None`) and NAI admits every message, checking them against
@@ -192,6 +198,11 @@ pub struct ControlConfig {
     /// The shortest stall: longer than a real host's scheduling hiccups (a loaded machine
     /// can leave a process off the CPU for tens of milliseconds).
     pub stall_min: Duration,
+    /// A backlogged stretch shows what the path sustains once it spans the bandwidth window
+    /// and at least this many datagrams: a token bucket of `B` bytes adds at most `B` to a
+    /// stretch's bytes, so at 128 datagrams (188 KB) tbf's usual 16 KB bucket inflates its
+    /// average by under a tenth. Shorter stretches only pace (see [`RateControl::estimate`]).
+    pub sustained_packets: u32,
     /// A queue reaction lowers the estimate to at least this fraction of what it was.
     pub max_decrease: f64,
     /// The send quantum is this long at the pacing rate (BBR: 1 ms) ...
@@ -242,6 +253,7 @@ impl Default for ControlConfig {
             filler_rise_hold_max: Duration::from_millis(500),
             stall_rtts: 4,
             stall_min: Duration::from_millis(50),
+            sustained_packets: 128,
             max_decrease: 0.5,
             send_quantum: Duration::from_millis(1),
             max_send_quantum_bytes: 64 * 1024,
@@ -345,6 +357,10 @@ pub struct RateControl {
     sustained: Option<f64>,
     /// Cruise probes in a row taken whole beyond `sustained` (see `advance`).
     whole_probes: u32,
+    /// Where the current backlogged stretch began (time, bytes acknowledged): the first
+    /// acknowledgement whose delivery-rate sample the application did not limit. Its average
+    /// rate, once it spans a bandwidth window, raises `sustained` (see `on_ack`).
+    backlog_from: Option<(Time, u64)>,
     stats: ControlStats,
 }
 
@@ -394,6 +410,7 @@ impl RateControl {
             rise_hold,
             sustained: None,
             whole_probes: 0,
+            backlog_from: None,
             stats: ControlStats::default(),
         }
     }
@@ -423,9 +440,22 @@ impl RateControl {
     }
 
     /// The estimate NAI plans with (datagram bytes/s): the path's measured delivery rate, never
-    /// above what was delivered; `None` until there is evidence of it.
+    /// above what was delivered, and no higher than the path was shown to *sustain*; `None`
+    /// until there is evidence of it.
+    ///
+    /// The bottleneck filter ([`bottleneck_bytes_per_s`](Self::bottleneck_bytes_per_s)) paces
+    /// and probes: it takes the windowed maximum of short delivery-rate samples, as BBR's does,
+    /// and a token bucket's tokens lift those for as long as they last (a 32 KB message through
+    /// tbf's 16 KB bucket read 1.4 times a 2 Mbit/s link for a few hundred milliseconds). NAI
+    /// plans deadlines seconds ahead with the rate the path keeps up, which only a standing
+    /// queue's rate, a confirming filler train, or a backlogged stretch long enough to outlast
+    /// such a bucket (`sustained_packets`) shows — the paper's split, too: one rate paces SPP
+    /// and one is what NAI plans with (§4.2–§4.3).
     pub fn estimate(&self) -> Option<f64> {
-        self.calibrated.then(|| self.bottleneck_bytes_per_s())
+        let planned = self
+            .bottleneck_bytes_per_s()
+            .min(self.sustained.unwrap_or(f64::INFINITY));
+        self.calibrated.then_some(planned)
     }
 
     /// The minimum RTT (the path's propagation delay), once measured.
@@ -660,6 +690,7 @@ impl RateControl {
                 }
             }
         }
+        self.note_backlog(now, app_limited);
         self.bw.expire(now, window);
         self.end_collapse_if_back();
         if self.check_queue(now) {
@@ -731,11 +762,38 @@ impl RateControl {
             .min(self.sustained.unwrap_or(f64::INFINITY));
         let rate = rate.max(floor);
         self.bw.reset(now, rate);
-        self.sustained = Some(rate);
+        self.measured_sustained(rate);
         self.whole_probes = 0;
         self.calibrated = true;
         self.enter_drain(now, q);
         true
+    }
+
+    /// Tracks the backlogged stretch: each bandwidth window of it (and at least
+    /// `sustained_packets`), its average delivery rate is what the path sustained, and the
+    /// next one is measured afresh.
+    fn note_backlog(&mut self, now: Time, app_limited: bool) {
+        if app_limited {
+            self.backlog_from = None;
+            return;
+        }
+        let (t0, d0) = *self.backlog_from.get_or_insert((now, self.delivered));
+        let span = now.saturating_since(t0);
+        let bytes = self.delivered.saturating_sub(d0);
+        let enough = f64::from(self.config.sustained_packets) * self.mtu;
+        if span >= self.bw_window() && bytes as f64 >= enough {
+            let avg = bytes as f64 / span.as_secs_f64();
+            self.raise_sustained(avg);
+            self.backlog_from = Some((now, self.delivered));
+        }
+    }
+
+    /// The bottleneck was measured busy at `rate`: that is what the path sustains now, and a
+    /// backlogged stretch's average is measured from here (one that began before would
+    /// average in the rate before a fall).
+    fn measured_sustained(&mut self, rate: f64) {
+        self.sustained = Some(rate);
+        self.backlog_from = None;
     }
 
     /// What the path sustains is at least `rate`.
@@ -800,8 +858,12 @@ impl RateControl {
                     if beyond && self.whole_probes == 0 {
                         self.whole_probes = 1;
                     } else {
+                        // `sustained` is not raised here: the estimate the probes raised
+                        // includes whatever a bucket's tokens added to them (on the stepped
+                        // namespace link it was 2.5 times what the path then sustained). What
+                        // STARTUP finds next (a standing queue's rate), a confirming filler
+                        // train, or a backlogged stretch long enough shows what it sustains.
                         self.whole_probes = 0;
-                        self.raise_sustained(self.bottleneck_bytes_per_s());
                         self.phase = Phase::Startup;
                         self.full_bw = 0.0;
                         self.full_bw_rounds = 0;
@@ -971,7 +1033,7 @@ impl RateControl {
             TrainVerdict::Bottleneck(_) => {
                 self.stats.filler_capacity_samples += 1;
                 self.bw.reset(now, rate);
-                self.sustained = Some(rate);
+                self.measured_sustained(rate);
                 self.calibrated = true;
                 if self.phase == Phase::Startup {
                     self.enter_cruise(now);

@@ -661,3 +661,52 @@ fn test_a_rise_shown_during_the_hold_is_confirmed_when_it_ends() {
     let (sent, _) = send_train_at(&mut c, hold_end, 4e6);
     assert_eq!(sent.len(), 20, "and confirms the rise");
 }
+
+/// A control whose estimate a standing queue reset to 0.5 MB/s (what the path then sustained),
+/// and the time its drain is over.
+fn measured_busy_at_half_a_megabyte(rtt: Duration) -> (RateControl, Time) {
+    let (mut c, now) = at_one_megabyte(rtt);
+    let queue = Duration::from_millis(20);
+    let now = drive(&mut c, now, Duration::from_millis(200), 5e5, rtt, queue);
+    let now = drive(
+        &mut c,
+        now,
+        Duration::from_millis(200),
+        5e5,
+        rtt,
+        Duration::ZERO,
+    );
+    let planned = c.estimate().expect("evidence");
+    assert!((planned / 5e5 - 1.0).abs() < 0.1, "{planned}");
+    (c, now)
+}
+
+#[test]
+fn test_a_burst_above_the_sustained_rate_paces_but_is_not_planned_with() {
+    // A token bucket's tokens pass a stretch of DATA at 1.5 times the rate the path was
+    // measured to sustain, shorter than `sustained_packets` but long enough for two cruise
+    // probes in a row to be taken whole: the bottleneck filter takes it (pacing probes with
+    // it, and STARTUP looks for more), NAI does not plan with it.
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = measured_busy_at_half_a_megabyte(rtt);
+    // The application paused (the stretch before, at the sustained rate, ends here).
+    c.on_app_limited();
+    let burst = Duration::from_millis(200);
+    drive(&mut c, now, burst, 7.5e5, rtt, Duration::ZERO);
+    let measured = c.bottleneck_bytes_per_s();
+    let planned = c.estimate().expect("evidence");
+    assert!(measured > 1.3 * 5e5, "the burst is measured: {measured}");
+    assert!(planned < 1.1 * 5e5, "but not planned with: {planned}");
+}
+
+#[test]
+fn test_a_backlogged_stretch_longer_than_the_bandwidth_window_is_planned_with() {
+    // The path now sustains 0.75 MB/s for longer than any token bucket's tokens last at
+    // that excess: a backlogged stretch a bandwidth window long shows it.
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = measured_busy_at_half_a_megabyte(rtt);
+    let window = c.bw_window();
+    drive(&mut c, now, 3 * window, 7.5e5, rtt, Duration::ZERO);
+    let planned = c.estimate().expect("evidence");
+    assert!((planned / 7.5e5 - 1.0).abs() < 0.1, "{planned}");
+}
