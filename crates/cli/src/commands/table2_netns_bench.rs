@@ -496,6 +496,11 @@ fn render(
     t
 }
 
+/// A percentage for a table cell, or `-` where there was nothing to count.
+fn percent_cell(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0} %"))
+}
+
 /// One rate change over the workloads, for the tracking table's totals row.
 #[derive(Clone, Default)]
 struct ChangeTally {
@@ -566,7 +571,7 @@ fn render_tracking(
                 .collect();
             let inside = span.iter().filter(|e| within(**e, want)).count();
             let share = (!span.is_empty()).then(|| 100.0 * inside as f64 / span.len() as f64);
-            shares.push(share.map_or("-".to_string(), |v| format!("{v:.0} %")));
+            shares.push(percent_cell(share));
             if let Some(total) = totals.get_mut(i - 1) {
                 total.runs += 1;
                 total.at_one_second += usize::from(within(at1, want));
@@ -595,14 +600,8 @@ fn render_tracking(
         let means: Vec<String> = totals
             .iter()
             .map(|c| {
-                if c.shares.is_empty() {
-                    "-".to_string()
-                } else {
-                    format!(
-                        "{:.0} %",
-                        c.shares.iter().sum::<f64>() / c.shares.len() as f64
-                    )
-                }
+                let n = c.shares.len();
+                percent_cell((n > 0).then(|| c.shares.iter().sum::<f64>() / n as f64))
             })
             .collect();
         cells.push(format!("mean {}", means.join(" / ")));

@@ -359,7 +359,8 @@ pub struct RateControl {
     whole_probes: u32,
     /// Where the current backlogged stretch began (time, bytes acknowledged): the first
     /// acknowledgement whose delivery-rate sample the application did not limit. Its average
-    /// rate, once it spans a bandwidth window, raises `sustained` (see `on_ack`).
+    /// rate, once it spans a bandwidth window and `sustained_packets`, raises `sustained`
+    /// (see `note_backlog`).
     backlog_from: Option<(Time, u64)>,
     stats: ControlStats,
 }
@@ -452,10 +453,13 @@ impl RateControl {
     /// such a bucket (`sustained_packets`) shows — the paper's split, too: one rate paces SPP
     /// and one is what NAI plans with (§4.2–§4.3).
     pub fn estimate(&self) -> Option<f64> {
-        let planned = self
-            .bottleneck_bytes_per_s()
-            .min(self.sustained.unwrap_or(f64::INFINITY));
+        let planned = self.bottleneck_bytes_per_s().min(self.sustained_bound());
         self.calibrated.then_some(planned)
+    }
+
+    /// What the path was shown to sustain, or no bound before it was measured busy.
+    fn sustained_bound(&self) -> f64 {
+        self.sustained.unwrap_or(f64::INFINITY)
     }
 
     /// The minimum RTT (the path's propagation delay), once measured.
@@ -758,8 +762,8 @@ impl RateControl {
         // a round trip or two apart.
         // But never above what the path was shown to sustain: a fall to it is known good (a
         // token bucket's burst ending, on a path measured before), and taken in one step.
-        let floor = (self.config.max_decrease * self.bottleneck_bytes_per_s())
-            .min(self.sustained.unwrap_or(f64::INFINITY));
+        let floor =
+            (self.config.max_decrease * self.bottleneck_bytes_per_s()).min(self.sustained_bound());
         let rate = rate.max(floor);
         self.bw.reset(now, rate);
         self.measured_sustained(rate);
@@ -780,8 +784,9 @@ impl RateControl {
         let (t0, d0) = *self.backlog_from.get_or_insert((now, self.delivered));
         let span = now.saturating_since(t0);
         let bytes = self.delivered.saturating_sub(d0);
-        let enough = f64::from(self.config.sustained_packets) * self.mtu;
-        if span >= self.bw_window() && bytes as f64 >= enough {
+        let enough =
+            crate::convert::f64_u64_sat(f64::from(self.config.sustained_packets) * self.mtu);
+        if span >= self.bw_window() && bytes >= enough {
             let avg = bytes as f64 / span.as_secs_f64();
             self.raise_sustained(avg);
             self.backlog_from = Some((now, self.delivered));

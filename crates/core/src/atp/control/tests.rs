@@ -684,9 +684,9 @@ fn measured_busy_at_half_a_megabyte(rtt: Duration) -> (RateControl, Time) {
 #[test]
 fn test_a_burst_above_the_sustained_rate_paces_but_is_not_planned_with() {
     // A token bucket's tokens pass a stretch of DATA at 1.5 times the rate the path was
-    // measured to sustain, shorter than `sustained_packets` but long enough for two cruise
-    // probes in a row to be taken whole: the bottleneck filter takes it (pacing probes with
-    // it, and STARTUP looks for more), NAI does not plan with it.
+    // measured to sustain, 150 KB: shorter than `sustained_packets`, though longer than the
+    // bandwidth window. The bottleneck filter takes it (pacing probes with it), NAI does not
+    // plan with it.
     let rtt = Duration::from_millis(10);
     let (mut c, now) = measured_busy_at_half_a_megabyte(rtt);
     // The application paused (the stretch before, at the sustained rate, ends here).
