@@ -49,6 +49,11 @@ pub(crate) struct Judged {
     pub(crate) tail: bool,
     /// The train left at the rate it was asked for (this host's pacing was not the limit).
     pub(crate) as_asked: bool,
+    /// The rate the train left at, its DATA included (bytes/s).
+    pub(crate) left: f64,
+    /// The head (what the report of it covered) arrived as fast as the train left, and only
+    /// the tail slower: a token bucket's signature (a FIFO bottleneck spaces the head too).
+    pub(crate) head_taken: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -354,6 +359,7 @@ impl Filler {
         let bytes = f64::from(report.bytes) + t.data_bytes as f64;
         let mut received = bytes * 1e9 / report.gap_ns as f64;
         let mut tail = false;
+        let mut head_rate = None;
         // The tail's dispersion (the second half; a confirming train's last quarter), where a
         // report of the head came (with the DATA sent within the tail): a token bucket passes
         // a train's head at line rate and its tail at the bucket's rate, so the whole train's
@@ -370,6 +376,8 @@ impl Filler {
                 .saturating_sub(t.data_at.get(m).copied().unwrap_or(t.data_bytes));
             let tail_rate =
                 (f64::from(report.bytes - b) + data as f64) * 1e9 / (report.gap_ns - g) as f64;
+            let head_data = t.data_at.get(m).copied().unwrap_or(t.data_bytes);
+            head_rate = Some((f64::from(b) + head_data as f64) * 1e9 / g.max(1) as f64);
             tail = true;
             received = received.min(tail_rate);
         }
@@ -380,6 +388,7 @@ impl Filler {
             f64::INFINITY
         };
         let as_asked = left >= taken_fraction * t.rate;
+        let head_taken = head_rate.is_some_and(|h| h >= taken_fraction * left);
         if received >= taken_fraction * left {
             self.successes += 1;
             // The link took it: the next train follows at once, at a higher gain.
@@ -388,6 +397,8 @@ impl Filler {
                 verdict: TrainVerdict::Taken(received.min(left)),
                 tail,
                 as_asked,
+                left,
+                head_taken,
             })
         } else {
             self.successes = 0;
@@ -396,6 +407,8 @@ impl Filler {
                 verdict: TrainVerdict::Bottleneck(received),
                 tail,
                 as_asked,
+                left,
+                head_taken,
             })
         }
     }

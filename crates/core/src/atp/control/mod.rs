@@ -54,7 +54,9 @@
 //! cellular grant) passes a train that fits it at line rate whatever rate it sustains, so a
 //! rise is believed only once a **confirming train** — longer, sent right after the first at
 //! four times the estimate, so that it empties such a bucket before its last quarter — shows
-//! it in that quarter; what the quarter measures is the rate, up or down (behind a bucket, a
+//! it in that quarter (a quarter that read more than the train's pace can vouch for, under a
+//! head the bucket passed whole, is checked by one more train paced from that reading);
+//! what the quarter measures is the rate, up or down (behind a bucket, a
 //! light application's trains and messages show no fall at all: this train is what finds
 //! one). A refuted rise holds the next ones for `filler_rise_hold`, doubling to
 //! `filler_rise_hold_max`, so the confirmations' cost stays bounded; a rise a train shows
@@ -181,7 +183,9 @@ pub struct ControlConfig {
     /// A confirming train is paced at this multiple of the estimate. A train at `g` times a
     /// bucket's rate drains `1 − 1/g` of its bytes from the bucket, so it empties a bucket of
     /// `B` bytes after `B·g/(g − 1)`: at 4, tbf's 16 KB bucket within the first 15 of 20
-    /// datagrams.
+    /// datagrams. A rise leaves the estimate below the bucket's rate, so a last quarter that
+    /// read a rise above the train's pace divided by `filler_taken_fraction · g` is checked
+    /// once more, by a train paced from that reading (see [`RateControl::on_report`]).
     pub filler_confirm_gain: f64,
     /// A confirming train that refutes its rise (its last quarter arrived at no more than
     /// `filler_rise_band` times the estimate) holds further rises this long, doubling per
@@ -290,6 +294,27 @@ pub struct ControlStats {
     pub filler_capacity_samples: u64,
 }
 
+/// A rise a filler train showed, awaiting a confirming train (see
+/// [`RateControl::on_report`]).
+#[derive(Clone, Copy, Debug)]
+struct PendingRise {
+    /// The rate the train showed (bytes/s).
+    rate: f64,
+    /// A confirming train read `rate` but left too slowly to have emptied a token bucket
+    /// sustaining less; the next one is paced from `rate`, not from the estimate.
+    recheck: bool,
+}
+
+impl PendingRise {
+    /// A rise a train showed, to be confirmed by a train paced from the estimate.
+    fn shown(rate: f64) -> Self {
+        PendingRise {
+            rate,
+            recheck: false,
+        }
+    }
+}
+
 /// The rate control's state (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct RateControl {
@@ -342,8 +367,8 @@ pub struct RateControl {
     agg_start: Time,
     agg_delivered: u64,
     filler: Filler,
-    /// A rise a train showed (bytes/s), awaiting the next train's confirmation.
-    pending_rise: Option<f64>,
+    /// A rise a train showed, awaiting the next train's confirmation.
+    pending_rise: Option<PendingRise>,
     /// Rises shown by a single train are not followed up until then, while the estimate is
     /// no higher than the rate (bytes/s) the refuting train measured (see
     /// [`ControlConfig::filler_rise_hold`]); and the hold the next refuted rise sets.
@@ -937,6 +962,8 @@ impl RateControl {
             verdict,
             tail,
             as_asked,
+            left,
+            head_taken,
         }) = verdict
         else {
             return;
@@ -961,7 +988,19 @@ impl RateControl {
         // It may leave whenever it is due: it empties a full bucket by itself, so it needs
         // no bucket left short by the first train.
         let confirmed = self.pending_rise.take();
-        let rises = rate > (self.config.filler_rise_band * bw).max(measured) || !self.calibrated;
+        // A train that met the bottleneck sets what NAI plans with (`sustained`). Where its
+        // head arrived as fast as it left (a token bucket's signature, see `head_taken`),
+        // its rise is counted from that, not from the bottleneck filter: the application's
+        // DATA can lift the filter above it with the bucket's tokens, and an 8-datagram train
+        // whose tail mixed tokens and rate read 10.6 Mbit/s on the 8 Mbit/s tbf link — below
+        // the filter's 14.1, so no rise — and was planned with unconfirmed. A FIFO bottleneck
+        // spaces the head too, and its reading is the rate.
+        let ceiling = match verdict {
+            TrainVerdict::Bottleneck(_) if head_taken => bw.min(self.sustained_bound()),
+            _ => bw,
+        };
+        let rises =
+            rate > (self.config.filler_rise_band * ceiling).max(measured) || !self.calibrated;
         // The estimate can rise by other means meanwhile (the application's DATA taken
         // whole by the same bucket); then the hold ends, so that a confirmation checks it.
         let holding = self
@@ -975,12 +1014,12 @@ impl RateControl {
                 // goes then, with no short train first. Behind a bucket a short train is taken
                 // whole whatever the link does, so another says nothing, and waiting for one
                 // held a light application's rise a train interval longer (390 ms at 2 Mbit/s).
-                self.pending_rise = Some(rate);
+                self.pending_rise = Some(PendingRise::shown(rate));
                 self.filler.restart_at(until);
                 return;
             }
             (true, None, _) => {
-                self.pending_rise = Some(rate);
+                self.pending_rise = Some(PendingRise::shown(rate));
                 self.filler.follow_at_once(now);
                 if measured > bw {
                     // Back to the rate before the outage at once; beyond it, confirmed.
@@ -989,6 +1028,37 @@ impl RateControl {
                 return;
             }
             (_, Some(p), _) => {
+                // A confirming train empties a bucket before its last quarter only if it left
+                // at about `filler_confirm_gain` times the rate the bucket sustains (see
+                // `ControlConfig::filler_confirm_gain`), and it was paced from the estimate,
+                // which a rise leaves below the link: at 2.4 times (an estimate of 4.8 Mbit/s
+                // on an 8 Mbit/s tbf link) a 16 KB bucket lasts to the train's 19th datagram,
+                // and the last quarter read 11.1 Mbit/s. A head that arrived as fast as it
+                // left over a tail that read a rise faster than the train can vouch for is
+                // a bucket's signature, and the reading an upper bound on the link, not its
+                // rate: the next confirming train goes at once, paced from that reading —
+                // the link sustains no more, so it empties the bucket. Once only, and only
+                // where the train left as asked (a host that cannot pace faster would read
+                // the same). A FIFO bottleneck spaces the head too, and its tail is its rate
+                // at any gain above it: trusted, as a recheck would cost the application's
+                // messages a train's queue for nothing.
+                if rises
+                    && tail
+                    && head_taken
+                    && as_asked
+                    && !p.recheck
+                    && matches!(verdict, TrainVerdict::Bottleneck(_))
+                    && left
+                        < self.config.filler_taken_fraction * self.config.filler_confirm_gain * rate
+                {
+                    self.pending_rise = Some(PendingRise {
+                        rate,
+                        recheck: true,
+                    });
+                    self.filler.follow_at_once(now);
+                    return;
+                }
+                let p = p.rate;
                 let shown = tail || matches!(verdict, TrainVerdict::Taken(_));
                 if rises && shown {
                     self.rise_hold = self.config.filler_rise_hold;
@@ -1187,7 +1257,15 @@ impl RateControl {
         // answers): a path that returns at that rate is measured by one train — a report
         // slower than sent is the bottleneck, as fast is taken — instead of regrowing from
         // the halvings' floor, several trains of seconds each.
-        let base = self.filler_base_rate();
+        let base = match self.pending_rise {
+            // A recheck is paced from the rate the last confirming train read (see
+            // `on_report`).
+            Some(PendingRise {
+                rate,
+                recheck: true,
+            }) => rate.max(self.filler_base_rate()),
+            _ => self.filler_base_rate(),
+        };
         let rate = gain * base;
         // A confirming train is long enough to outlast what a token bucket can hold (see
         // `on_report`).
