@@ -371,12 +371,11 @@ impl Filler {
         {
             // The report of the head covered datagrams 1 ..= m.
             let m = usize::try_from(u64::from(b) / size.max(1)).unwrap_or(usize::MAX);
-            let data = t
-                .data_bytes
-                .saturating_sub(t.data_at.get(m).copied().unwrap_or(t.data_bytes));
+            // DATA sent within the head (before datagram m left), and within the tail.
+            let head_data = t.data_at.get(m).copied().unwrap_or(t.data_bytes);
+            let data = t.data_bytes.saturating_sub(head_data);
             let tail_rate =
                 (f64::from(report.bytes - b) + data as f64) * 1e9 / (report.gap_ns - g) as f64;
-            let head_data = t.data_at.get(m).copied().unwrap_or(t.data_bytes);
             head_rate = Some((f64::from(b) + head_data as f64) * 1e9 / g.max(1) as f64);
             tail = true;
             received = received.min(tail_rate);
