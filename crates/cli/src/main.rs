@@ -113,6 +113,11 @@ enum Command {
         /// (as `serve --peer-timeout-s`; default: the runtime's 8 s).
         #[arg(long)]
         peer_timeout_s: Option<f64>,
+        /// How ATP orders priority levels: `slack` (the default: a less important message
+        /// goes first when the more important ones can spare the time) or `strict` (the
+        /// paper's strict priorities).
+        #[arg(long, value_parser = commands::real::parse_priorities)]
+        priorities: Option<adaptnet_core::nai::ServiceOrder>,
     },
     /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
     Sim {
@@ -300,6 +305,7 @@ fn main() -> ExitCode {
             experiments,
             congestion,
             peer_timeout_s,
+            priorities,
         } => seconds(Some(time)).and_then(|d| {
             let experiments = commands::experiments_dir(experiments.as_deref());
             let peer_timeout = seconds(peer_timeout_s)
@@ -307,6 +313,7 @@ fn main() -> ExitCode {
             commands::real::send(&commands::real::SendArgs {
                 to: &to,
                 peer_timeout,
+                priorities,
                 congestion: congestion.as_deref(),
                 workload: &workload,
                 transport,

@@ -5,7 +5,9 @@
 
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageSpec};
-use adaptnet_core::nai::{MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions};
+use adaptnet_core::nai::{
+    MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions, ServiceOrder,
+};
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
 use adaptnet_experiments::nai::workloads::{level_name, messages};
@@ -344,6 +346,17 @@ pub struct SendArgs<'a> {
     /// How long the server may leave the connection unanswered before it ends (`None`: the
     /// runtime's default).
     pub peer_timeout: Option<Duration>,
+    /// ATP's order between priority levels (`None`: the library's default).
+    pub priorities: Option<ServiceOrder>,
+}
+
+/// Parses `--priorities`: `strict` or `slack`.
+pub(crate) fn parse_priorities(s: &str) -> Result<ServiceOrder, String> {
+    match s {
+        "strict" => Ok(ServiceOrder::Strict),
+        "slack" => Ok(ServiceOrder::Slack),
+        _ => Err(format!("{s:?}: expected strict or slack")),
+    }
 }
 
 /// Lets a connection of `o` wait `t` for a silent peer before ending it as dead: ATP's
@@ -370,6 +383,12 @@ pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
         let mut options = EndpointOptions::client(a.transport).with_levels(w.levels);
         if let Some(t) = a.peer_timeout {
             set_peer_timeout(&mut options, t);
+        }
+        if let Some(order) = a.priorities {
+            let Some(atp) = options.atp_mut() else {
+                bail!("--priorities applies to ATP; the baselines order levels by connection");
+            };
+            atp.core.atp.nai.service = order;
         }
         if let Some(b) = options.baseline_mut() {
             let cc = super::bulk::congestion_in_use(a.congestion)?;

@@ -31,13 +31,21 @@
 //! are already undeliverable, which a plain minimum cannot do; the linear pass is exact and was
 //! measured fast enough (see `nai::tests::bench_admission_rate`, `#[ignore]`d).
 //!
+//! # Slack order
+//!
+//! Under [`ServiceOrder::Slack`] every level is judged on its own: `C_k` counts the unsent
+//! bytes of `k`'s own level up to and including it, not the more important levels' (they lend
+//! their slack, see [`slack_first`]), so a message is refused or expired early only when it
+//! could not make its deadline even with the link to its level alone. A newcomer then
+//! affects only its own level, whatever the [`AdmissionScope`].
+//!
 //! Queues: admission checks the target queue at the share it will have once the message is in;
 //! other queues' admitted messages are not re-checked when a new queue becomes active (their
 //! share shrinks). Those messages, if now undeliverable, are expired early at the next rate
 //! update, exactly as if the estimate had dropped: a queue's bandwidth *is* its share (§3.2).
 
-use super::AdmissionScope;
 use super::message::{MessageId, RejectReason};
+use super::{AdmissionScope, ServiceOrder};
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -62,9 +70,19 @@ fn budget_bytes(rate_bytes_per_s: f64, now: Time, deadline: Time) -> f64 {
     }
 }
 
+/// The start of level `level` in the service order.
+fn level_start(level: u8) -> OrderKey {
+    (level, Time::ZERO, 0)
+}
+
 /// Decides whether a message with `key` and `unsent` bytes may join `order`.
 ///
 /// `level_unsent[l]` is the total unsent bytes of level `l` in `order`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one queue's state and the rules it is judged by; a struct for one caller would \
+              only rename them"
+)]
 pub(super) fn check(
     order: &BTreeMap<OrderKey, Entry>,
     level_unsent: &[u64],
@@ -73,11 +91,14 @@ pub(super) fn check(
     rate_bytes_per_s: f64,
     now: Time,
     scope: AdmissionScope,
+    service: ServiceOrder,
 ) -> Result<(), RejectReason> {
     let level = usize::from(key.0);
-    let mut before: u64 = level_unsent.iter().take(level).sum();
-    let level_start = (key.0, Time::ZERO, 0);
-    for (_, e) in order.range(level_start..key) {
+    let mut before: u64 = match service {
+        ServiceOrder::Strict => level_unsent.iter().take(level).sum(),
+        ServiceOrder::Slack => 0,
+    };
+    for (_, e) in order.range(level_start(key.0)..key) {
         before += e.unsent;
     }
     let own = before.saturating_add(unsent);
@@ -88,8 +109,9 @@ pub(super) fn check(
         return Ok(());
     }
     let mut c = before;
-    let behind = match (scope, key.0.checked_add(1)) {
-        (AdmissionScope::SameLevel, Some(next)) => order.range(key..(next, Time::ZERO, 0)),
+    let own_level_only = scope == AdmissionScope::SameLevel || service == ServiceOrder::Slack;
+    let behind = match (own_level_only, key.0.checked_add(1)) {
+        (true, Some(next)) => order.range(key..level_start(next)),
         _ => order.range(key..),
     };
     for (k, e) in behind {
@@ -107,15 +129,21 @@ pub(super) fn check(
 
 /// Messages of `order` that cannot make their deadline at `rate_bytes_per_s`, greedily in
 /// service order: a message found undeliverable is taken out, which helps the ones behind it.
-/// Messages whose deadline has already passed are left to the deadline timer.
+/// Messages whose deadline has already passed are left to the deadline timer. Under
+/// [`ServiceOrder::Slack`] each level is judged on its own (see the module docs).
 pub(super) fn undeliverable(
     order: &BTreeMap<OrderKey, Entry>,
     rate_bytes_per_s: f64,
     now: Time,
+    service: ServiceOrder,
 ) -> Vec<MessageId> {
     let mut out = Vec::new();
     let mut c: u64 = 0;
+    let mut level = None;
     for (k, e) in order {
+        if service == ServiceOrder::Slack && level.replace(k.0) != Some(k.0) {
+            c = 0;
+        }
         c = c.saturating_add(e.unsent);
         if k.1 == Time::MAX || k.1 <= now {
             continue;
@@ -126,4 +154,84 @@ pub(super) fn undeliverable(
         }
     }
     out
+}
+
+/// The message a queue serves before more important ones under [`ServiceOrder::Slack`], if
+/// any: the first message (earliest deadline) of the most important level for which all of
+/// these hold at `rate_bytes_per_s` from `now`:
+///
+/// * in strict order it would miss its deadline (the bytes of every more important level
+///   and its own exceed its budget): otherwise strict order serves it in time;
+/// * served first, it would make its deadline (its own bytes fit its budget);
+/// * every more important message that can make its deadline in strict order still can with
+///   this message's bytes ahead of it, even at [`LEND_AT`] of the rate. A more important
+///   message that cannot make it anyway is not protected, as in admission.
+///
+/// This is slack stealing, from fixed-priority real-time scheduling: the link time more
+/// important messages can spare before their deadlines goes to a less important message
+/// that needs it now. It protects the messages queued now; the caller works it out again
+/// whenever the queue or the rate changes, so a more important message that arrives and
+/// needs the link takes it back. One pass over the more important levels' messages.
+pub(super) fn slack_first(
+    order: &BTreeMap<OrderKey, Entry>,
+    level_unsent: &[u64],
+    rate_bytes_per_s: f64,
+    now: Time,
+) -> Option<OrderKey> {
+    let mut above: u64 = 0;
+    for (level, &bytes) in level_unsent.iter().enumerate() {
+        if bytes == 0 {
+            continue;
+        }
+        if above > 0
+            && let Ok(l) = u8::try_from(level)
+            && let Some((&key, e)) = order.range(level_start(l)..).next()
+            && key.0 == l
+            && key.1 != Time::MAX
+            && key.1 > now
+        {
+            let budget = budget_bytes(rate_bytes_per_s, now, key.1);
+            let misses_in_order = above.saturating_add(e.unsent) as f64 > budget;
+            let makes_it_first = e.unsent as f64 <= budget;
+            if misses_in_order
+                && makes_it_first
+                && spares(order, l, e.unsent, rate_bytes_per_s, now)
+            {
+                return Some(key);
+            }
+        }
+        above = above.saturating_add(bytes);
+    }
+    None
+}
+
+/// The fraction of the planned rate at which a message lending its slack must still make its
+/// deadline. The rate is an estimate, and on a variable link it is sometimes high: a lending
+/// decision that holds only at the estimate turns every overestimate into a miss that strict
+/// order would not have had. At 0.75 the lender is safe against an estimate up to a third
+/// above the rate the link then carries (the rate control aims within 20 %). Measured
+/// against 1.0 and 0.5 on `nai-estimators` (EXPERIMENTS.md, "Lending slack").
+const LEND_AT: f64 = 0.75;
+
+/// Whether every message more important than `level` that can make its deadline in strict
+/// order still can with `extra` bytes served before it, at [`LEND_AT`] of the rate.
+fn spares(
+    order: &BTreeMap<OrderKey, Entry>,
+    level: u8,
+    extra: u64,
+    rate_bytes_per_s: f64,
+    now: Time,
+) -> bool {
+    let mut c: u64 = 0;
+    for (k, e) in order.range(..level_start(level)) {
+        c = c.saturating_add(e.unsent);
+        if k.1 == Time::MAX {
+            continue;
+        }
+        let b = budget_bytes(rate_bytes_per_s, now, k.1);
+        if c as f64 <= b && c.saturating_add(extra) as f64 > LEND_AT * b {
+            return false;
+        }
+    }
+    true
 }

@@ -90,6 +90,7 @@ impl Scheduler {
             rate,
             now,
             self.config.admission,
+            self.config.service,
         )
     }
 
@@ -214,6 +215,7 @@ impl Scheduler {
                 q.pass = q.pass.max(self.vtime);
             }
             q.order.insert(key, Entry { id, unsent });
+            q.ahead_stale = true;
             q.level_unsent[usize::from(key.0)] += unsent;
             q.level_count[usize::from(key.0)] += 1;
             let new_w = self.queue_weight(qi);
@@ -248,6 +250,8 @@ impl Scheduler {
                 if let Some(e) = q.order.get_mut(&key)
                     && let Some(level) = q.level_unsent.get_mut(usize::from(key.0))
                 {
+                    // More bytes to send (a loss) can take slack a lent message relied on.
+                    q.ahead_stale |= unsent > e.unsent;
                     *level = *level - e.unsent + unsent;
                     e.unsent = unsent;
                 }
@@ -278,6 +282,7 @@ impl Scheduler {
             let old_w = self.queue_weight(qi);
             let q = &mut self.queues[qi];
             if let Some(e) = q.order.remove(&key) {
+                q.ahead_stale = true;
                 q.level_unsent[usize::from(key.0)] -= e.unsent;
                 q.level_count[usize::from(key.0)] -= 1;
             }

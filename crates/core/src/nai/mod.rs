@@ -9,8 +9,10 @@
 //! deliverability test behind admission control and early expiry), [`Scheduler`].
 //!
 //! What the application gets (§3.1–§3.3):
-//! * message-oriented sends with strict priorities (level 0 first), earliest deadline first
-//!   within a level, and an optional callback timer whose clock starts at submission;
+//! * message-oriented sends with priorities (level 0 first), earliest deadline first within a
+//!   level, and an optional callback timer whose clock starts at submission; priorities are
+//!   strict as in the paper ([`ServiceOrder::Strict`]) or, by default, lend their slack to a
+//!   less important message that would otherwise miss its deadline ([`ServiceOrder::Slack`]);
 //! * admission control at the current bandwidth estimate; early expiry when the estimate says
 //!   a message can no longer make it; suspension plus an event on expiry, after which the
 //!   application resumes (continues), defers or cancels;
@@ -38,6 +40,8 @@ pub mod payloads;
 mod ranges;
 mod scheduler;
 #[cfg(test)]
+mod slack_tests;
+#[cfg(test)]
 mod tests;
 
 pub use message::{
@@ -55,7 +59,7 @@ pub const MAX_LEVELS: u8 = 8;
 /// Scheduler limits and shape.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct NaiConfig {
-    /// Number of strict priority levels, `1..=MAX_LEVELS` (the paper's experiments use 2 or 3).
+    /// Number of priority levels, `1..=MAX_LEVELS` (the paper's experiments use 2 or 3).
     pub levels: u8,
     /// Most live (not yet final) messages; submissions beyond are rejected with
     /// [`RejectReason::Capacity`].
@@ -69,6 +73,32 @@ pub struct NaiConfig {
     pub max_message_bytes: u64,
     /// Which admitted messages admission control protects from a newcomer.
     pub admission: AdmissionScope,
+    /// How a queue serves its priority levels: strictly (the paper) or letting a less
+    /// important message use the slack of more important ones.
+    pub service: ServiceOrder,
+}
+
+/// How a queue orders its priority levels when it serves them. See `docs/design/nai.md` §4.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub enum ServiceOrder {
+    /// Strict priorities (§3.1: "Priorities are strict, so that low-priority messages wait for
+    /// the high-priority messages ahead of them"), earliest deadline first within a level.
+    /// Admission and early expiry count every more important byte ahead of a message. The
+    /// paper's ATP; the reproductions run it.
+    Strict,
+    /// Strict priorities, except that more important messages lend their slack: the first
+    /// message of a less important level is served before more important ones when, in
+    /// strict order, it would miss its deadline, served first it would not, and no more
+    /// important message that can make its deadline now would then miss it, even at three
+    /// quarters of the planned rate (slack stealing, from fixed-priority real-time
+    /// scheduling). A more important message that arrives
+    /// meanwhile is checked the same way and takes the link back if it needs it. Admission and
+    /// early expiry judge a message against its own level only: it is refused or expired
+    /// early when it could not make its deadline even if every more important message lent
+    /// it the link, and otherwise left to its timer (or to the dispatch check, which expires
+    /// a message about to be served that can no longer make it on its own). The default.
+    #[default]
+    Slack,
 }
 
 /// Which admitted messages a new (or changed) message must not make miss their deadlines
@@ -85,7 +115,8 @@ pub enum AdmissionScope {
     SameLevel,
     /// Every admitted message behind the newcomer, less important levels included (the
     /// literal reading of §3.3): a high-priority message can be refused to protect a
-    /// low-priority one.
+    /// low-priority one. Under [`ServiceOrder::Slack`], which judges each message against its
+    /// own level, this is the same as `SameLevel`.
     AllLevels,
 }
 
@@ -98,6 +129,7 @@ impl Default for NaiConfig {
             max_notifications: 64,
             max_message_bytes: u64::from(u32::MAX),
             admission: AdmissionScope::SameLevel,
+            service: ServiceOrder::Slack,
         }
     }
 }

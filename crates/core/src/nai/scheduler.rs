@@ -1,4 +1,5 @@
-//! The NAI scheduler: message queues, strict priorities, EDF, admission, timers, outcomes.
+//! The NAI scheduler: message queues, priorities (strict or lending slack), EDF, admission,
+//! timers, outcomes.
 //!
 //! # Calling pattern
 //!
@@ -19,7 +20,7 @@ use super::admission::{self, Entry, OrderKey};
 use super::message::*;
 use super::notify::Notifier;
 use super::ranges::RangeSet;
-use super::{MAX_LEVELS, NaiConfig, NaiError};
+use super::{MAX_LEVELS, NaiConfig, NaiError, ServiceOrder};
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -71,6 +72,12 @@ struct Queue {
     level_count: [u32; MAX_LEVELS as usize],
     /// Stride-scheduling pass: bytes served divided by weight.
     pass: f64,
+    /// Under [`ServiceOrder::Slack`]: the message served before more important ones, if any
+    /// (`admission::slack_first`).
+    ahead: Option<OrderKey>,
+    /// Whether `ahead` must be worked out again: the order changed, a message's unsent bytes
+    /// grew, or the rate changed since it was.
+    ahead_stale: bool,
 }
 
 impl Queue {
@@ -418,14 +425,41 @@ impl Scheduler {
         };
         self.rate_known = true;
         self.fire_notifications();
+        let service = self.config.service;
         for q in 0..self.queues.len() {
             let rate = self.queue_rate(q, None);
-            let Some(queue) = self.queues.get(q) else {
+            let Some(queue) = self.queues.get_mut(q) else {
                 return;
             };
-            for id in admission::undeliverable(&queue.order, rate, now) {
+            queue.ahead_stale = true;
+            for id in admission::undeliverable(&queue.order, rate, now, service) {
                 self.expire(now, id, true);
             }
+        }
+    }
+
+    /// Works out again which message each queue whose order or rate changed serves before
+    /// more important ones ([`ServiceOrder::Slack`]).
+    fn refresh_ahead(&mut self, now: Time) {
+        if self.config.service != ServiceOrder::Slack {
+            return;
+        }
+        for q in 0..self.queues.len() {
+            if !self.queues.get(q).is_some_and(|queue| queue.ahead_stale) {
+                continue;
+            }
+            let rate = self.queue_rate(q, None);
+            let known = self.rate_known;
+            let Some(queue) = self.queues.get_mut(q) else {
+                return;
+            };
+            // With no estimate yet nothing can be judged: strict order until there is one.
+            queue.ahead = if known {
+                admission::slack_first(&queue.order, &queue.level_unsent, rate, now)
+            } else {
+                None
+            };
+            queue.ahead_stale = false;
         }
     }
 
@@ -488,6 +522,7 @@ impl Scheduler {
             return None;
         }
         loop {
+            self.refresh_ahead(now);
             let (pass, qi, id) = self.select(new_max_len)?;
             // No estimate yet: nothing says the message cannot make it (it is checked at the
             // first `set_rate`), so it is sent.
@@ -513,7 +548,15 @@ impl Scheduler {
             if q.order.is_empty() || best.is_some_and(|(p, _, _)| p <= q.pass) {
                 continue;
             }
-            let first = q.order.values().next().map(|e| e.id);
+            // The message lent the slack of more important ones, if any. A choice not worked
+            // out again since the queue changed (a caller without a clock) is not trusted:
+            // strict order is always safe for the more important messages.
+            let lent = q
+                .ahead
+                .filter(|_| !q.ahead_stale)
+                .and_then(|k| q.order.get(&k))
+                .map(|e| e.id);
+            let first = lent.or_else(|| q.order.values().next().map(|e| e.id));
             let fits = |id: &MessageId| {
                 started(id)
                     || self

@@ -13,6 +13,16 @@ fn sched(rate: f64) -> Scheduler {
     s
 }
 
+/// A scheduler at `rate` with the paper's strict priorities.
+fn strict(rate: f64) -> Scheduler {
+    let mut s = Scheduler::new(NaiConfig {
+        service: ServiceOrder::Strict,
+        ..NaiConfig::default()
+    });
+    s.set_rate(Time::ZERO, rate);
+    s
+}
+
 fn opts(p: Priority, timer_ms: Option<u64>) -> SendOptions {
     SendOptions {
         priority: p,
@@ -98,7 +108,7 @@ fn test_admission_accepts_exactly_what_fits() {
 
 #[test]
 fn test_admission_same_level_scope_lets_higher_priority_push_lower_past_deadline() {
-    let mut s = sched(100_000.0);
+    let mut s = strict(100_000.0);
     let t = Time::ZERO;
     let a = s
         .submit(t, Q0, 50_000, opts(Priority::LOW, Some(1000)))
@@ -134,6 +144,7 @@ fn test_admission_same_level_scope_lets_higher_priority_push_lower_past_deadline
 fn test_admission_all_levels_scope_protects_admitted_lower_priority_message() {
     let mut s = Scheduler::new(NaiConfig {
         admission: AdmissionScope::AllLevels,
+        service: ServiceOrder::Strict,
         ..NaiConfig::default()
     });
     s.set_rate(Time::ZERO, 100_000.0);

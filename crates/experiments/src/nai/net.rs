@@ -17,8 +17,8 @@ use adaptnet_core::Time;
 use adaptnet_core::atp::AtpConfig;
 use adaptnet_core::atp::EstimatorMode;
 use adaptnet_core::atp::endpoint::EndpointConfig;
-use adaptnet_core::nai::NaiConfig;
 use adaptnet_core::nai::baseline::BaselineKind;
+use adaptnet_core::nai::{NaiConfig, ServiceOrder};
 use adaptnet_core::session::LivenessConfig;
 use adaptnet_sim::agents::atp::{self, AtpAgent, AtpSink, RateFeed};
 use adaptnet_sim::agents::atp_endpoint::{self, AtpClientAgent, AtpServerAgent, Faults};
@@ -82,8 +82,8 @@ impl Testbed {
 pub enum Implementation {
     /// ATP over SPP with its estimator (the paper's ATP: Figure 3 as printed).
     Atp,
-    /// ATP over SPP with the library's default estimator (`EstimatorMode::Control`, the rate
-    /// control).
+    /// ATP over SPP with the library's defaults: the rate control (`EstimatorMode::Control`)
+    /// and the slack order between priority levels (`ServiceOrder::Slack`).
     AtpDefault,
     /// ATP (its configuration as given: the paper's estimator in the reproductions) through
     /// core's endpoint, as the runtime runs it: handshake with a retry token, keep-alive,
@@ -160,6 +160,8 @@ pub fn atp_config(levels: u8, poll_delay_s: u32) -> AtpConfig {
     let mut c = AtpConfig {
         nai: NaiConfig {
             levels,
+            // The paper's strict priorities (§3.1), not the library's slack order.
+            service: ServiceOrder::Strict,
             ..NaiConfig::default()
         },
         ..AtpConfig::default()
@@ -240,6 +242,10 @@ impl Run {
                     estimator: adaptnet_core::atp::EstimatorConfig {
                         mode: EstimatorMode::Control,
                         ..atp.estimator.clone()
+                    },
+                    nai: NaiConfig {
+                        service: ServiceOrder::default(),
+                        ..atp.nai.clone()
                     },
                     ..atp
                 };
