@@ -2,7 +2,7 @@
 //! names; a missing server reported as soon as the network says so (ICMP port unreachable on
 //! loopback, and across a namespace link when root); `bulk --transport atp -P 2`; the last
 //! port; the summary on Ctrl-C; the ports `serve --help` names; kernel TCP's congestion
-//! control named and chosen.
+//! control named and chosen; ATP's order between priority levels chosen.
 
 mod support;
 
@@ -182,6 +182,31 @@ fn kernel_tcp_names_its_congestion_control_and_takes_a_choice() {
     assert!(o.status.success(), "{}", stderr_of(&o));
     assert!(
         stderr_of(&o).contains("congestion control reno"),
+        "{}",
+        stderr_of(&o)
+    );
+}
+
+/// `send --priorities` picks ATP's order between levels, is refused for the baselines (their
+/// levels are connections) and names the choices when given a wrong one.
+#[test]
+fn send_takes_an_order_between_priority_levels_for_atp() {
+    let server = Server::start("priorities", &[], |_| {});
+    let to = server.to();
+    let o = support::send(&to, "atp", &["--priorities", "strict", "-t", "2", "--json"]);
+    let r = json_of("strict", &o);
+    assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+    let o = support::send(&to, "atp", &["--priorities", "fifo"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("expected strict or slack"),
+        "{}",
+        stderr_of(&o)
+    );
+    let o = support::send(&to, "nai-tcp", &["--priorities", "slack"]);
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("applies to ATP"),
         "{}",
         stderr_of(&o)
     );
