@@ -394,7 +394,16 @@ impl AtpSender {
         c.set_in_flight(in_flight);
         let pace = c.pacing_rate();
         let estimate = c.estimate();
+        let outage = c.in_outage();
         self.pacer.set_rate(now, pace);
+        if outage {
+            // The halvings of an outage are no evidence about the rate the path will have
+            // when it returns: NAI holds messages instead of refusing or expiring them on it.
+            if self.nai_rate.take().is_some() {
+                self.nai.set_rate_unknown();
+            }
+            return;
+        }
         let Some(e) = estimate else {
             return;
         };

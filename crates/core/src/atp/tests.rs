@@ -883,3 +883,59 @@ fn test_first_flight_is_windowed_after_a_bogus_packet_pair() {
         "Figure 3 as printed paces at the pair's rate alone"
     );
 }
+
+/// Issue 18 item 4: an outage is no evidence about the rate the path will have when it
+/// returns. With the default rate control, a message submitted during an outage is held, not
+/// refused: one whose timer outlasts the outage is delivered after it, and one whose timer
+/// does not expires at its deadline, not before. The paper's estimator refuses both.
+#[test]
+fn test_messages_are_held_through_an_outage_not_refused() {
+    let (down, up) = (Time::from_secs(5), Time::from_secs(15));
+    let timed = |secs| SendOptions {
+        priority: Priority::HIGH,
+        timer: Some(Duration::from_secs(secs)),
+        on_expiry: OnExpiry::Discard,
+    };
+    for mode in [EstimatorMode::Paper, EstimatorMode::Control] {
+        let mut net = Net::with_mode(RateSource::Estimated, constant(100_000.0), 11, mode);
+        net.outages.push((down, up));
+        net.submit(50_000_000, no_timer(Priority::LOW)).unwrap();
+        let during = Time::from_secs(10);
+        net.run_until(during);
+        let long = net.submit(50_000, timed(12));
+        let short = net.submit(4_000, timed(1));
+        if mode == EstimatorMode::Paper {
+            assert!(long.is_err() && short.is_err(), "paper: refused");
+            continue;
+        }
+        let (long, short) = (long.expect("held"), short.expect("held"));
+        net.run_until(during + Duration::from_secs(13));
+        let outcomes = net.outcomes();
+        assert!(
+            matches!(
+                outcomes.get(&long).map(Vec::as_slice),
+                Some([Outcome::Delivered {
+                    margin: Some(crate::nai::DeadlineMargin::Early(_)),
+                    ..
+                }])
+            ),
+            "long: {:?}",
+            outcomes.get(&long)
+        );
+        assert_eq!(
+            outcomes.get(&short).map(Vec::as_slice),
+            Some(&[Outcome::Expired { early: false }][..]),
+            "short"
+        );
+        // The timer fires at the deadline; the outcome itself waits for the receiver's
+        // verdict on a message sent whole (`docs/design/nai.md` §7), after the outage.
+        let fired_at = net
+            .events
+            .iter()
+            .find(|(_, e)| {
+                matches!(e, NaiEvent::TimerExpired { id, early: false, .. } if *id == short)
+            })
+            .map(|(t, _)| *t);
+        assert_eq!(fired_at, Some(during + Duration::from_secs(1)));
+    }
+}

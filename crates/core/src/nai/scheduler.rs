@@ -463,6 +463,22 @@ impl Scheduler {
         }
     }
 
+    /// The transport cannot tell what rate the path will carry: it is in an outage, nothing
+    /// is acknowledged, and its estimate is a guess that only decays. Until the next
+    /// [`set_rate`](Self::set_rate) messages are held rather than refused, and none expires
+    /// early, as before the first estimate: a message with a timer longer than the outage
+    /// can still make it when the path returns, and the estimate during the outage is no
+    /// evidence either way. Callback timers keep running, so a message that cannot make it
+    /// ends `Expired` at its deadline. Bandwidth notifications see a rate of 0.
+    pub fn set_rate_unknown(&mut self) {
+        self.rate_bytes_per_s = 0.0;
+        self.rate_known = false;
+        self.fire_notifications();
+        for q in &mut self.queues {
+            q.ahead_stale = true;
+        }
+    }
+
     /// The bandwidth the scheduler plans with.
     pub fn rate_bytes_per_s(&self) -> f64 {
         self.rate_bytes_per_s

@@ -695,3 +695,36 @@ fn test_timer_message_before_first_estimate_is_held_then_checked() {
     );
     assert_eq!(s.state(ok), Ok(MessageState::Scheduled));
 }
+
+/// A transport in an outage forgets its rate: what arrives is held, nothing expires early,
+/// a bandwidth range above 0 fires, and the next estimate checks everything again.
+#[test]
+fn test_an_unknown_rate_holds_messages_until_the_next_estimate() {
+    let mut s = sched(100_000.0);
+    let t = Time::ZERO;
+    let watch = s.register_bandwidth_range(50_000.0, 200_000.0).unwrap();
+    let before = s
+        .submit(t, Q0, 50_000, opts(Priority::HIGH, Some(3000)))
+        .unwrap();
+    events(&mut s);
+    s.set_rate_unknown();
+    assert!(events(&mut s).iter().any(|e| matches!(
+        e,
+        NaiEvent::Bandwidth { id, available_bytes_per_s } if *id == watch && *available_bytes_per_s == 0.0
+    )));
+    // 1 MB by 2 s: refused at 100 kB/s, held now.
+    let big = s
+        .submit(t, Q0, 1_000_000, opts(Priority::HIGH, Some(2000)))
+        .expect("held, not rejected");
+    assert!(events(&mut s).is_empty(), "no early expiry");
+    assert_eq!(s.state(before), Ok(MessageState::Scheduled));
+    // The path returns at 100 kB/s at 0.5 s: the big one cannot make it and expires early.
+    s.set_rate(Time::from_millis(500), 100_000.0);
+    let ev = events(&mut s);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, NaiEvent::TimerExpired { id, early: true, .. } if *id == big)),
+        "{ev:?}"
+    );
+    assert_eq!(s.state(before), Ok(MessageState::Scheduled));
+}

@@ -497,6 +497,13 @@ impl RateControl {
         self.rtt_queue_delay(now)
     }
 
+    /// Whether the path is in an outage: acknowledgements stopped with data in flight and the
+    /// path has not been measured since (the estimate is then the stalls' halvings, not a
+    /// measurement).
+    pub fn in_outage(&self) -> bool {
+        self.collapsed_from.is_some()
+    }
+
     /// The rate pacing uses before anything is measured, and as a floor after an outage.
     fn pacing_bw(&self) -> f64 {
         let bw = self.bottleneck_bytes_per_s();
