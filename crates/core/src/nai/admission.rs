@@ -45,7 +45,7 @@
 //! update, exactly as if the estimate had dropped: a queue's bandwidth *is* its share (§3.2).
 
 use super::message::{MessageId, RejectReason};
-use super::{AdmissionScope, ServiceOrder};
+use super::{AdmissionScope, NaiConfig, ServiceOrder};
 use crate::time::Time;
 use std::collections::BTreeMap;
 
@@ -75,14 +75,10 @@ fn level_start(level: u8) -> OrderKey {
     (level, Time::ZERO, 0)
 }
 
-/// Decides whether a message with `key` and `unsent` bytes may join `order`.
+/// Decides whether a message with `key` and `unsent` bytes may join `order`, by `rules`'
+/// admission scope and service order.
 ///
 /// `level_unsent[l]` is the total unsent bytes of level `l` in `order`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one queue's state and the rules it is judged by; a struct for one caller would \
-              only rename them"
-)]
 pub(super) fn check(
     order: &BTreeMap<OrderKey, Entry>,
     level_unsent: &[u64],
@@ -90,11 +86,10 @@ pub(super) fn check(
     unsent: u64,
     rate_bytes_per_s: f64,
     now: Time,
-    scope: AdmissionScope,
-    service: ServiceOrder,
+    rules: &NaiConfig,
 ) -> Result<(), RejectReason> {
     let level = usize::from(key.0);
-    let mut before: u64 = match service {
+    let mut before: u64 = match rules.service {
         ServiceOrder::Strict => level_unsent.iter().take(level).sum(),
         ServiceOrder::Slack => 0,
     };
@@ -108,23 +103,41 @@ pub(super) fn check(
     if unsent == 0 {
         return Ok(());
     }
-    let mut c = before;
-    let own_level_only = scope == AdmissionScope::SameLevel || service == ServiceOrder::Slack;
+    let own_level_only =
+        rules.admission == AdmissionScope::SameLevel || rules.service == ServiceOrder::Slack;
     let behind = match (own_level_only, key.0.checked_add(1)) {
         (true, Some(next)) => order.range(key..level_start(next)),
         _ => order.range(key..),
     };
-    for (k, e) in behind {
+    match first_jeopardised(behind, before, unsent, rate_bytes_per_s, now, 1.0) {
+        Some(id) => Err(RejectReason::WouldJeopardize(id)),
+        None => Ok(()),
+    }
+}
+
+/// The first of `entries` (in service order, after `before` bytes) that can make its
+/// deadline now but would not with `extra` more bytes served before it, at `share` of the
+/// rate. Messages without a deadline, or that cannot make it anyway, are not protected.
+fn first_jeopardised<'a>(
+    entries: impl Iterator<Item = (&'a OrderKey, &'a Entry)>,
+    before: u64,
+    extra: u64,
+    rate_bytes_per_s: f64,
+    now: Time,
+    share: f64,
+) -> Option<MessageId> {
+    let mut c = before;
+    for (k, e) in entries {
         c = c.saturating_add(e.unsent);
         if k.1 == Time::MAX {
             continue;
         }
         let b = budget_bytes(rate_bytes_per_s, now, k.1);
-        if c as f64 <= b && c.saturating_add(unsent) as f64 > b {
-            return Err(RejectReason::WouldJeopardize(e.id));
+        if c as f64 <= b && c.saturating_add(extra) as f64 > share * b {
+            return Some(e.id);
         }
     }
-    Ok(())
+    None
 }
 
 /// Messages of `order` that cannot make their deadline at `rate_bytes_per_s`, greedily in
@@ -141,7 +154,9 @@ pub(super) fn undeliverable(
     let mut c: u64 = 0;
     let mut level = None;
     for (k, e) in order {
-        if service == ServiceOrder::Slack && level.replace(k.0) != Some(k.0) {
+        // Slack order: each level starts from nothing (the ones above lend it their slack).
+        if service == ServiceOrder::Slack && level != Some(k.0) {
+            level = Some(k.0);
             c = 0;
         }
         c = c.saturating_add(e.unsent);
@@ -222,16 +237,6 @@ fn spares(
     rate_bytes_per_s: f64,
     now: Time,
 ) -> bool {
-    let mut c: u64 = 0;
-    for (k, e) in order.range(..level_start(level)) {
-        c = c.saturating_add(e.unsent);
-        if k.1 == Time::MAX {
-            continue;
-        }
-        let b = budget_bytes(rate_bytes_per_s, now, k.1);
-        if c as f64 <= b && c.saturating_add(extra) as f64 > LEND_AT * b {
-            return false;
-        }
-    }
-    true
+    let above = order.range(..level_start(level));
+    first_jeopardised(above, 0, extra, rate_bytes_per_s, now, LEND_AT).is_none()
 }

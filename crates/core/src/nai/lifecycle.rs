@@ -89,8 +89,7 @@ impl Scheduler {
             unsent,
             rate,
             now,
-            self.config.admission,
-            self.config.service,
+            &self.config,
         )
     }
 
