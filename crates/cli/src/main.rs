@@ -118,6 +118,11 @@ enum Command {
         /// paper's strict priorities).
         #[arg(long, value_parser = commands::real::parse_priorities)]
         priorities: Option<adaptnet_core::nai::ServiceOrder>,
+        /// Under `--priorities slack`: the share of ATP's rate estimate, in percent (1–100),
+        /// at which every more important message must still make its deadline for a less
+        /// important one to go first (default 75; 100 lends all the estimate says is spare).
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100))]
+        lend_at_percent: Option<u8>,
     },
     /// Run a scenario file: summary table, CSV/JSON, SVG goodput plot, requested pcaps.
     Sim {
@@ -306,6 +311,7 @@ fn main() -> ExitCode {
             congestion,
             peer_timeout_s,
             priorities,
+            lend_at_percent,
         } => seconds(Some(time)).and_then(|d| {
             let experiments = commands::experiments_dir(experiments.as_deref());
             let peer_timeout = seconds(peer_timeout_s)
@@ -314,6 +320,7 @@ fn main() -> ExitCode {
                 to: &to,
                 peer_timeout,
                 priorities,
+                lend_at_percent,
                 congestion: congestion.as_deref(),
                 workload: &workload,
                 transport,

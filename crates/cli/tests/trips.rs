@@ -210,4 +210,26 @@ fn send_takes_an_order_between_priority_levels_for_atp() {
         "{}",
         stderr_of(&o)
     );
+    let o = support::send(
+        &to,
+        "atp",
+        &["--lend-at-percent", "50", "-t", "2", "--json"],
+    );
+    let r = json_of("lend at 50 %", &o);
+    assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+    for bad in ["0", "101", "half"] {
+        let o = support::send(&to, "atp", &["--lend-at-percent", bad]);
+        assert!(!o.status.success(), "--lend-at-percent {bad} was taken");
+    }
+    let o = support::send(
+        &to,
+        "atp",
+        &["--priorities", "strict", "--lend-at-percent", "50"],
+    );
+    assert!(!o.status.success());
+    assert!(
+        stderr_of(&o).contains("under --priorities slack"),
+        "{}",
+        stderr_of(&o)
+    );
 }

@@ -348,6 +348,8 @@ pub struct SendArgs<'a> {
     pub peer_timeout: Option<Duration>,
     /// ATP's order between priority levels (`None`: the library's default).
     pub priorities: Option<ServiceOrder>,
+    /// ATP's lending share under the slack order, percent (`None`: the library's default).
+    pub lend_at_percent: Option<u8>,
 }
 
 /// Parses `--priorities`: `strict` or `slack`.
@@ -389,6 +391,13 @@ pub fn send(a: &SendArgs<'_>) -> Result<ExitCode> {
                 bail!("--priorities applies to ATP; the baselines order levels by connection");
             };
             atp.core.atp.nai.service = order;
+        }
+        if let Some(percent) = a.lend_at_percent {
+            let lends = a.priorities.unwrap_or_default() == ServiceOrder::Slack;
+            let Some(atp) = options.atp_mut().filter(|_| lends) else {
+                bail!("--lend-at-percent applies to ATP under --priorities slack");
+            };
+            atp.core.atp.nai.lend_at_percent = percent;
         }
         if let Some(b) = options.baseline_mut() {
             let cc = super::bulk::congestion_in_use(a.congestion)?;

@@ -179,7 +179,8 @@ pub(super) fn undeliverable(
 ///   and its own exceed its budget): otherwise strict order serves it in time;
 /// * served first, it would make its deadline (its own bytes fit its budget);
 /// * every more important message that can make its deadline in strict order still can with
-///   this message's bytes ahead of it, even at [`LEND_AT`] of the rate. A more important
+///   this message's bytes ahead of it, even at `lend_at` of the rate
+///   ([`NaiConfig::lend_at_percent`](super::NaiConfig::lend_at_percent)). A more important
 ///   message that cannot make it anyway is not protected, as in admission.
 ///
 /// This is slack stealing, from fixed-priority real-time scheduling: the link time more
@@ -191,6 +192,7 @@ pub(super) fn slack_first(
     order: &BTreeMap<OrderKey, Entry>,
     level_unsent: &[u64],
     rate_bytes_per_s: f64,
+    lend_at: f64,
     now: Time,
 ) -> Option<OrderKey> {
     let mut above: u64 = 0;
@@ -210,7 +212,7 @@ pub(super) fn slack_first(
             let makes_it_first = e.unsent as f64 <= budget;
             if misses_in_order
                 && makes_it_first
-                && spares(order, l, e.unsent, rate_bytes_per_s, now)
+                && spares(order, l, e.unsent, rate_bytes_per_s, lend_at, now)
             {
                 return Some(key);
             }
@@ -220,23 +222,20 @@ pub(super) fn slack_first(
     None
 }
 
-/// The fraction of the planned rate at which a message lending its slack must still make its
-/// deadline. The rate is an estimate, and on a variable link it is sometimes high: a lending
-/// decision that holds only at the estimate turns every overestimate into a miss that strict
-/// order would not have had. At 0.75 the lender is safe against an estimate up to a third
-/// above the rate the link then carries (the rate control aims within 20 %). Measured
-/// against 1.0 and 0.5 on `nai-estimators` (EXPERIMENTS.md, "Lending slack").
-const LEND_AT: f64 = 0.75;
-
 /// Whether every message more important than `level` that can make its deadline in strict
-/// order still can with `extra` bytes served before it, at [`LEND_AT`] of the rate.
+/// order still can with `extra` bytes served before it, at `lend_at` of the rate. The rate is
+/// an estimate, and on a variable link it is sometimes high: a lending decision that holds
+/// only at the estimate turns every overestimate into a miss that strict order would not have
+/// had. At 0.75 the lender is safe against an estimate up to a third above the rate the link
+/// then carries (the rate control aims within 20 %).
 fn spares(
     order: &BTreeMap<OrderKey, Entry>,
     level: u8,
     extra: u64,
     rate_bytes_per_s: f64,
+    lend_at: f64,
     now: Time,
 ) -> bool {
     let above = order.range(..level_start(level));
-    first_jeopardised(above, 0, extra, rate_bytes_per_s, now, LEND_AT).is_none()
+    first_jeopardised(above, 0, extra, rate_bytes_per_s, now, lend_at).is_none()
 }

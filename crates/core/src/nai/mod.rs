@@ -76,6 +76,13 @@ pub struct NaiConfig {
     /// How a queue serves its priority levels: strictly (the paper) or letting a less
     /// important message use the slack of more important ones.
     pub service: ServiceOrder,
+    /// Under [`ServiceOrder::Slack`], the share of the planned rate, in percent, at which
+    /// every more important message must still make its deadline for a less important one
+    /// to go ahead of it. Below 100 the lender keeps a margin against an estimate that is
+    /// too high; 100 lends everything the estimate says is spare. Clamped to `1..=100`.
+    /// Default 75: chosen from 100, 75 and 50 on `nai-estimators` (EXPERIMENTS.md,
+    /// "Lending slack between priority levels").
+    pub lend_at_percent: u8,
 }
 
 /// How a queue orders its priority levels when it serves them. See `docs/design/nai.md` §4.
@@ -89,8 +96,8 @@ pub enum ServiceOrder {
     /// Strict priorities, except that more important messages lend their slack: the first
     /// message of a less important level is served before more important ones when, in
     /// strict order, it would miss its deadline, served first it would not, and no more
-    /// important message that can make its deadline now would then miss it, even at three
-    /// quarters of the planned rate (slack stealing, from fixed-priority real-time
+    /// important message that can make its deadline now would then miss it, even at
+    /// [`NaiConfig::lend_at_percent`] (by default three quarters) of the planned rate (slack stealing, from fixed-priority real-time
     /// scheduling). A more important message that arrives
     /// meanwhile is checked the same way and takes the link back if it needs it. Admission and
     /// early expiry judge a message against its own level only: it is refused or expired
@@ -130,6 +137,7 @@ impl Default for NaiConfig {
             max_message_bytes: u64::from(u32::MAX),
             admission: AdmissionScope::SameLevel,
             service: ServiceOrder::Slack,
+            lend_at_percent: 75,
         }
     }
 }

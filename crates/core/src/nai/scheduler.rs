@@ -176,6 +176,7 @@ impl Scheduler {
         // would admit messages whose length the framing cannot carry.
         config.max_message_bytes = config.max_message_bytes.min(u64::from(u32::MAX));
         config.max_queues = config.max_queues.max(1);
+        config.lend_at_percent = config.lend_at_percent.clamp(1, 100);
         let notifier = Notifier::new(config.max_notifications);
         Scheduler {
             config,
@@ -450,12 +451,13 @@ impl Scheduler {
             }
             let rate = self.queue_rate(q, None);
             let known = self.rate_known;
+            let lend_at = f64::from(self.config.lend_at_percent) / 100.0;
             let Some(queue) = self.queues.get_mut(q) else {
                 return;
             };
             // With no estimate yet nothing can be judged: strict order until there is one.
             queue.ahead = if known {
-                admission::slack_first(&queue.order, &queue.level_unsent, rate, now)
+                admission::slack_first(&queue.order, &queue.level_unsent, rate, lend_at, now)
             } else {
                 None
             };

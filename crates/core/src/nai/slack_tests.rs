@@ -159,6 +159,43 @@ fn test_a_low_message_goes_first_when_the_high_one_can_spare_the_time() {
 }
 
 #[test]
+fn test_the_lending_margin_decides_whether_the_high_one_can_spare_the_time() {
+    // The pair above at 100 kB/s: with the low message first the high one's 110 kB must fit
+    // in its 2 s at the lending share of the rate. At 75 % (75 kB/s: 1.47 s) and 100 % it
+    // does and the low one goes first; at 50 % (50 kB/s: 2.2 s) it does not, so the low one
+    // waits and misses its deadline. The high one is on time whatever the share.
+    let with_share = |percent: u8| {
+        let mut s = Scheduler::new(NaiConfig {
+            lend_at_percent: percent,
+            ..NaiConfig::default()
+        });
+        s.set_rate(Time::ZERO, 1e5);
+        serve_exactly(&mut s, 1e5, &lend_pair())
+    };
+    for percent in [75, 100] {
+        let ended = with_share(percent);
+        assert!(ended.iter().all(on_time), "{percent} %: {ended:?}");
+    }
+    let ended = with_share(50);
+    assert!(on_time(&ended[0]), "50 %: {ended:?}");
+    assert!(
+        !on_time(&ended[1]),
+        "50 %: the low one was lent the link: {ended:?}"
+    );
+}
+
+#[test]
+fn test_the_lending_margin_is_clamped_to_a_share_of_the_rate() {
+    for (given, kept) in [(0, 1), (1, 1), (75, 75), (100, 100), (255, 100)] {
+        let s = Scheduler::new(NaiConfig {
+            lend_at_percent: given,
+            ..NaiConfig::default()
+        });
+        assert_eq!(s.config().lend_at_percent, kept, "given {given}");
+    }
+}
+
+#[test]
 fn test_a_high_message_that_needs_the_link_takes_it_back() {
     // As above, and at 0.2 s an urgent 30 kB high message due 0.4 s later: with the low
     // message's remaining 30 kB ahead of it, it would finish at 0.8 s, so it is served at
