@@ -58,11 +58,14 @@
 //! head the bucket passed whole, is checked by one more train paced from that reading);
 //! what the quarter measures is the rate, up or down (behind a bucket, a
 //! light application's trains and messages show no fall at all: this train is what finds
-//! one). A refuted rise holds the next ones for `filler_rise_hold`, doubling to
-//! `filler_rise_hold_max`, so the confirmations' cost stays bounded; a rise a train shows
-//! during the hold is confirmed when it ends, with no short train first. A train is not
-//! given up while its partial reports keep arriving (a confirming train that finds a fall
-//! arrives at the lower rate, later than a grace counted at the estimate). A rise is found
+//! one). An ordinary train that reads a fall to below half the estimate is believed once the
+//! next, sent at once, reads one too: a host off the CPU makes a train arrive late, never
+//! early, so the higher of the two readings is the rate. A refuted rise holds the next ones
+//! for `filler_rise_hold`, doubling to `filler_rise_hold_max`, so the confirmations' cost
+//! stays bounded; a rise a train shows during the hold is confirmed when it ends, with no
+//! short train first. A train is not given up while its partial reports keep arriving (a
+//! confirming train that finds a fall arrives at the lower rate, later than a grace counted
+//! at the estimate). A rise is found
 //! without a heavy sender, a fall without one, and the filler is bounded to `filler_share`
 //! of the estimate (at most one train every `filler_min_interval`) while nothing rises.
 //!
@@ -172,6 +175,12 @@ pub struct ControlConfig {
     /// the next train confirms it (see [`RateControl::on_report`]); below, it applies at
     /// once (a bottleneck's samples scatter around its rate).
     pub filler_rise_band: f64,
+    /// A train's bottleneck reading below this fraction of the estimate is a fall, believed
+    /// only once the next train, sent at once, reads one too (see
+    /// [`RateControl::on_report`]); above, it applies at once. Half, as a queue reaction
+    /// lowers the estimate by at most half (`max_decrease`): a deeper fall is confirmed by a
+    /// second measurement either way.
+    pub filler_fall_band: f64,
     /// Datagrams in a confirming train (at most
     /// [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)). It is judged by its last
     /// quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain), that a
@@ -251,6 +260,7 @@ impl Default for ControlConfig {
             // Above the samples' scatter on a FIFO bottleneck, below the 1.25 of a probe
             // train taken whole: every rise a train shows is confirmed.
             filler_rise_band: 1.1,
+            filler_fall_band: 0.5,
             filler_confirm_packets: 20,
             filler_confirm_gain: 4.0,
             filler_rise_hold: Duration::from_millis(250),
@@ -369,6 +379,9 @@ pub struct RateControl {
     filler: Filler,
     /// A rise a train showed, awaiting the next train's confirmation.
     pending_rise: Option<PendingRise>,
+    /// A fall deeper than `filler_fall_band` a train showed (the rate it read, bytes/s),
+    /// awaiting the next train's (see [`ControlConfig::filler_fall_band`]).
+    pending_fall: Option<f64>,
     /// Rises shown by a single train are not followed up until then, while the estimate is
     /// no higher than the rate (bytes/s) the refuting train measured (see
     /// [`ControlConfig::filler_rise_hold`]); and the hold the next refuted rise sets.
@@ -432,6 +445,7 @@ impl RateControl {
             agg_delivered: 0,
             filler,
             pending_rise: None,
+            pending_fall: None,
             rise_hold_until: None,
             rise_hold,
             sustained: None,
@@ -637,8 +651,10 @@ impl RateControl {
         let interval = self.train_interval();
         if self.filler.on_data_sent(now, bytes, interval) {
             // The application uses the link: its own samples judge it now, and a rise a
-            // train showed is moot (its confirmation would wait behind the application).
+            // train showed is moot (its confirmation would wait behind the application), and
+            // so is a fall (a standing queue shows a real one).
             self.pending_rise = None;
+            self.pending_fall = None;
         }
     }
 
@@ -848,8 +864,9 @@ impl RateControl {
             .max(self.config.min_phase);
         self.phase = Phase::Drain;
         self.drain_until = now.saturating_add(drain);
-        // The bottleneck was just measured busy: no rise is pending.
+        // The bottleneck was just measured busy: no rise or fall is pending.
         self.pending_rise = None;
+        self.pending_fall = None;
         // The queue seen within the next round trip is still the one just measured; after
         // it, a queue that still stands (a fall deeper than one reaction's halving) is
         // reacted to again.
@@ -995,6 +1012,7 @@ impl RateControl {
         // It may leave whenever it is due: it empties a full bucket by itself, so it needs
         // no bucket left short by the first train.
         let confirmed = self.pending_rise.take();
+        let fell_to = self.pending_fall.take();
         // A train that met the bottleneck sets what NAI plans with (`sustained`). Where its
         // head arrived as fast as it left (a token bucket's signature, see `head_taken`),
         // its rise is counted from that, not from the bottleneck filter: the application's
@@ -1093,7 +1111,28 @@ impl RateControl {
                     TrainVerdict::Bottleneck(_) => rate.min(bw),
                 }
             }
-            (false, None, _) => rate,
+            (false, None, _) => match verdict {
+                // A train that read the bottleneck far below the estimate is believed once
+                // the next one, sent at once, reads a fall too; then the higher reading is the
+                // rate. A host can only make a train arrive later than the path would (the
+                // receiver off the CPU for a millisecond spreads an 8-datagram train over it:
+                // 88 Mbit/s read on loopback, which carries 13 Gbit/s, and a bulk run paced
+                // there), so of two readings the higher is the path's. A real fall costs one
+                // more train and a round trip; a standing queue finds it for a heavy sender.
+                TrainVerdict::Bottleneck(_)
+                    if self.calibrated && rate < self.config.filler_fall_band * bw =>
+                {
+                    match fell_to {
+                        Some(first) => rate.max(first),
+                        None => {
+                            self.pending_fall = Some(rate);
+                            self.filler.follow_at_once(now);
+                            return;
+                        }
+                    }
+                }
+                _ => rate,
+            },
         };
         // A train taken whole counts as a round of STARTUP. Without it, a path faster than this
         // host can pace a train (loopback: trains left at 45 MB/s whatever rate they were asked
@@ -1336,6 +1375,7 @@ impl RateControl {
             // The path answers nothing: a full train would go into the same silence (and
             // at a collapsed estimate, every `filler_outage_interval`); pings find it.
             self.filler.enter_silence(now);
+            self.pending_fall = None;
             // Time the next halving from now; regrow by STARTUP once the path answers.
             self.last_ack_at = Some(now);
             self.first_unacked_send = None;
