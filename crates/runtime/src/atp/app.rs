@@ -81,6 +81,7 @@ pub(super) fn stats(conn: &AtpConnection) -> AtpConnectionStats {
             phase: c.phase(),
             bottleneck_bytes_per_s: c.bottleneck_bytes_per_s(),
             min_rtt: c.min_rtt(),
+            cwnd_bytes: c.cwnd_bytes(),
             stats: c.stats(),
         }),
     }

@@ -115,6 +115,9 @@ pub struct ControlState {
     pub bottleneck_bytes_per_s: f64,
     /// The minimum RTT.
     pub min_rtt: Option<Duration>,
+    /// The most bytes it lets be in flight (BBR's cap: two bandwidth-delay products plus
+    /// the allowances for batching).
+    pub cwnd_bytes: u64,
     /// Counters (queue reactions, stalls, filler trains).
     pub stats: adaptnet_core::atp::control::ControlStats,
 }

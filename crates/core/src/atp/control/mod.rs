@@ -58,7 +58,8 @@
 //! head the bucket passed whole, is checked by one more train paced from that reading);
 //! what the quarter measures is the rate, up or down (behind a bucket, a
 //! light application's trains and messages show no fall at all: this train is what finds
-//! one). An ordinary train that reads a fall to below half the estimate is believed once the
+//! one). An ordinary train that reads a fall to below half the estimate, over an arrival
+//! spread a host's scheduling could have made (`filler_host_delay`), is believed once the
 //! next, sent at once, reads one too: a host off the CPU makes a train arrive late, never
 //! early, so the higher of the two readings is the rate. A refuted rise holds the next ones
 //! for `filler_rise_hold`, doubling to `filler_rise_hold_max`, so the confirmations' cost
@@ -175,12 +176,18 @@ pub struct ControlConfig {
     /// the next train confirms it (see [`RateControl::on_report`]); below, it applies at
     /// once (a bottleneck's samples scatter around its rate).
     pub filler_rise_band: f64,
-    /// A train's bottleneck reading below this fraction of the estimate is a fall, believed
-    /// only once the next train, sent at once, reads one too (see
-    /// [`RateControl::on_report`]); above, it applies at once. Half, as a queue reaction
+    /// A train's bottleneck reading below this fraction of the estimate, over an arrival
+    /// spread no longer than [`filler_host_delay`](Self::filler_host_delay), is believed
+    /// only once the next train, sent at once, reads a fall too (see
+    /// [`RateControl::on_report`]); otherwise it applies at once. Half, as a queue reaction
     /// lowers the estimate by at most half (`max_decrease`): a deeper fall is confirmed by a
     /// second measurement either way.
     pub filler_fall_band: f64,
+    /// The longest a host's scheduling plausibly delays a train's arrival (a receiver off
+    /// the CPU): a train that arrived over no longer than this may read a fall the path did
+    /// not make. 10 ms, a few scheduler time slices. A deep fall on a link slower than
+    /// about 9 Mbit/s spreads an 8-datagram train over longer, and applies at once.
+    pub filler_host_delay: Duration,
     /// Datagrams in a confirming train (at most
     /// [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)). It is judged by its last
     /// quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain), that a
@@ -261,6 +268,7 @@ impl Default for ControlConfig {
             // train taken whole: every rise a train shows is confirmed.
             filler_rise_band: 1.1,
             filler_fall_band: 0.5,
+            filler_host_delay: Duration::from_millis(10),
             filler_confirm_packets: 20,
             filler_confirm_gain: 4.0,
             filler_rise_hold: Duration::from_millis(250),
@@ -1112,15 +1120,20 @@ impl RateControl {
                 }
             }
             (false, None, _) => match verdict {
-                // A train that read the bottleneck far below the estimate is believed once
-                // the next one, sent at once, reads a fall too; then the higher reading is the
-                // rate. A host can only make a train arrive later than the path would (the
-                // receiver off the CPU for a millisecond spreads an 8-datagram train over it:
-                // 88 Mbit/s read on loopback, which carries 13 Gbit/s, and a bulk run paced
-                // there), so of two readings the higher is the path's. A real fall costs one
-                // more train and a round trip; a standing queue finds it for a heavy sender.
+                // A train that read the bottleneck far below the estimate, over a spread a
+                // host's scheduling could have made, is believed once the next one, sent at
+                // once, reads a fall too; then the higher reading is the rate. A host can
+                // only make a train arrive later than the path would (the receiver off the
+                // CPU for a millisecond spreads an 8-datagram train over it: 88 Mbit/s read
+                // on loopback, which carries 13 Gbit/s, and a bulk run paced there), so of
+                // two readings the higher is the path's. A real fall on a fast path costs one
+                // more train and a round trip; on a slow one its train spreads over longer
+                // than any hiccup and applies at once (a cellular link's falls, which a
+                // check held half a second at its rate).
                 TrainVerdict::Bottleneck(_)
-                    if self.calibrated && rate < self.config.filler_fall_band * bw =>
+                    if self.calibrated
+                        && rate < self.config.filler_fall_band * bw
+                        && Duration::from_nanos(report.gap_ns) <= self.config.filler_host_delay =>
                 {
                     match fell_to {
                         Some(first) => rate.max(first),

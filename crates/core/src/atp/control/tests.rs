@@ -867,16 +867,29 @@ fn train_arriving_at(c: &mut RateControl, t: Time, rtt: Duration, arrived: f64) 
     at
 }
 
+/// A control that has run 100 ms on a 100 MB/s path of RTT `rtt`, its application now idle,
+/// and the time its first filler train is due.
+fn idle_at_100_megabytes(rtt: Duration) -> (RateControl, Time) {
+    let mut c = control();
+    let span = Duration::from_millis(100);
+    let now = drive(&mut c, Time::ZERO, span, 1e8, rtt, Duration::ZERO);
+    c.set_in_flight(0);
+    let t = c.filler_due().expect("a train is due").max(now);
+    (c, t)
+}
+
 /// Regression (loopback bulk, one run in eight at 9 instead of 13 Gbit/s): a train that one
 /// of the hosts delayed — the receiver off the CPU for a millisecond — read the bottleneck at
 /// 88 Mbit/s on a path carrying 13 Gbit/s, the estimate was reset to it, and the run was
-/// paced far below the path for seconds. A reading below half the estimate now waits for the
-/// next train, sent at once; one that arrives as fast as it left refutes it.
+/// paced far below the path for seconds. A reading below half the estimate, over a spread a
+/// host could have made, now waits for the next train, sent at once; one that arrives as
+/// fast as it left refutes it.
 #[test]
 fn test_one_train_read_far_below_the_estimate_is_checked_by_the_next() {
-    let rtt = Duration::from_millis(10);
-    let (mut c, t) = idle_at_one_megabyte(rtt);
+    let rtt = Duration::from_micros(200);
+    let (mut c, t) = idle_at_100_megabytes(rtt);
     let before = c.bottleneck_bytes_per_s();
+    // 8 datagrams read at a tenth of 100 MB/s arrive over about a millisecond.
     let t = train_arriving_at(&mut c, t, rtt, 0.1 * before);
     assert_eq!(
         c.bottleneck_bytes_per_s(),
@@ -897,8 +910,8 @@ fn test_one_train_read_far_below_the_estimate_is_checked_by_the_next() {
 /// only make a train late) becomes the estimate, one train and a round trip after the first.
 #[test]
 fn test_a_fall_two_trains_read_is_believed_at_the_higher_reading() {
-    let rtt = Duration::from_millis(10);
-    let (mut c, t) = idle_at_one_megabyte(rtt);
+    let rtt = Duration::from_micros(200);
+    let (mut c, t) = idle_at_100_megabytes(rtt);
     let before = c.bottleneck_bytes_per_s();
     let t = train_arriving_at(&mut c, t, rtt, 0.2 * before);
     assert!(c.wants_filler(t));
@@ -912,14 +925,21 @@ fn test_a_fall_two_trains_read_is_believed_at_the_higher_reading() {
     );
 }
 
-/// A fall to above half the estimate applies at once, as every bottleneck reading did (the
-/// samples of a FIFO bottleneck scatter around its rate).
+/// What still applies at once, as every bottleneck reading did: a fall to above half the
+/// estimate (the samples of a FIFO bottleneck scatter around its rate), and a deep fall whose
+/// train arrived over longer than a host's hiccup (on a 1 MB/s path, a tenth of the rate
+/// spreads the train over 100 ms).
 #[test]
-fn test_a_shallow_fall_one_train_read_applies_at_once() {
+fn test_a_shallow_fall_and_a_slow_paths_deep_fall_apply_at_once() {
     let rtt = Duration::from_millis(10);
-    let (mut c, t) = idle_at_one_megabyte(rtt);
-    let before = c.bottleneck_bytes_per_s();
-    train_arriving_at(&mut c, t, rtt, 0.7 * before);
-    let after = c.bottleneck_bytes_per_s();
-    assert!((after / (0.7 * before) - 1.0).abs() < 0.05, "{after:.0}");
+    for share in [0.7, 0.1] {
+        let (mut c, t) = idle_at_one_megabyte(rtt);
+        let before = c.bottleneck_bytes_per_s();
+        train_arriving_at(&mut c, t, rtt, share * before);
+        let after = c.bottleneck_bytes_per_s();
+        assert!(
+            (after / (share * before) - 1.0).abs() < 0.05,
+            "a fall to {share} of the estimate: {after:.0} of {before:.0}"
+        );
+    }
 }
