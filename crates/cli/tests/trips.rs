@@ -187,6 +187,18 @@ fn kernel_tcp_names_its_congestion_control_and_takes_a_choice() {
     );
 }
 
+/// Asserts that `o` is a failed run whose error says `why`.
+fn assert_refused(o: &std::process::Output, why: &str) {
+    assert!(!o.status.success());
+    assert!(stderr_of(o).contains(why), "{}", stderr_of(o));
+}
+
+/// Asserts that `o` is a `send --json` run that delivered something.
+fn assert_delivered(what: &str, o: &std::process::Output) {
+    let r = json_of(what, o);
+    assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+}
+
 /// `send --priorities` picks ATP's order between levels, is refused for the baselines (their
 /// levels are connections) and names the choices when given a wrong one.
 #[test]
@@ -194,29 +206,17 @@ fn send_takes_an_order_between_priority_levels_for_atp() {
     let server = Server::start("priorities", &[], |_| {});
     let to = server.to();
     let o = support::send(&to, "atp", &["--priorities", "strict", "-t", "2", "--json"]);
-    let r = json_of("strict", &o);
-    assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert_delivered("strict", &o);
     let o = support::send(&to, "atp", &["--priorities", "fifo"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr_of(&o).contains("expected strict or slack"),
-        "{}",
-        stderr_of(&o)
-    );
+    assert_refused(&o, "expected strict or slack");
     let o = support::send(&to, "nai-tcp", &["--priorities", "slack"]);
-    assert!(!o.status.success());
-    assert!(
-        stderr_of(&o).contains("applies to ATP"),
-        "{}",
-        stderr_of(&o)
-    );
+    assert_refused(&o, "applies to ATP");
     let o = support::send(
         &to,
         "atp",
         &["--lend-at-percent", "50", "-t", "2", "--json"],
     );
-    let r = json_of("lend at 50 %", &o);
-    assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{r}");
+    assert_delivered("lend at 50 %", &o);
     for bad in ["0", "101", "half"] {
         let o = support::send(&to, "atp", &["--lend-at-percent", bad]);
         assert!(!o.status.success(), "--lend-at-percent {bad} was taken");
@@ -226,10 +226,5 @@ fn send_takes_an_order_between_priority_levels_for_atp() {
         "atp",
         &["--priorities", "strict", "--lend-at-percent", "50"],
     );
-    assert!(!o.status.success());
-    assert!(
-        stderr_of(&o).contains("under --priorities slack"),
-        "{}",
-        stderr_of(&o)
-    );
+    assert_refused(&o, "under --priorities slack");
 }

@@ -819,13 +819,7 @@ fn test_refusal_triggers_a_train_and_the_next_message_is_admitted() {
                 net.run_until(up + Duration::from_secs(5));
                 let outcomes = net.outcomes();
                 assert!(
-                    matches!(
-                        outcomes.get(&id).map(Vec::as_slice),
-                        Some([Outcome::Delivered {
-                            margin: Some(crate::nai::DeadlineMargin::Early(_)),
-                            ..
-                        }])
-                    ),
+                    only_delivered_early(outcomes.get(&id)),
                     "{:?}",
                     outcomes.get(&id)
                 );
@@ -912,13 +906,7 @@ fn test_messages_are_held_through_an_outage_not_refused() {
         net.run_until(during + Duration::from_secs(13));
         let outcomes = net.outcomes();
         assert!(
-            matches!(
-                outcomes.get(&long).map(Vec::as_slice),
-                Some([Outcome::Delivered {
-                    margin: Some(crate::nai::DeadlineMargin::Early(_)),
-                    ..
-                }])
-            ),
+            only_delivered_early(outcomes.get(&long)),
             "long: {:?}",
             outcomes.get(&long)
         );
@@ -938,4 +926,15 @@ fn test_messages_are_held_through_an_outage_not_refused() {
             .map(|(t, _)| *t);
         assert_eq!(fired_at, Some(during + Duration::from_secs(1)));
     }
+}
+
+/// Whether a message's outcomes are exactly one: delivered before its deadline.
+fn only_delivered_early(outcomes: Option<&Vec<Outcome>>) -> bool {
+    matches!(
+        outcomes.map(Vec::as_slice),
+        Some([Outcome::Delivered {
+            margin: Some(crate::nai::DeadlineMargin::Early(_)),
+            ..
+        }])
+    )
 }

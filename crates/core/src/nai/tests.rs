@@ -688,11 +688,7 @@ fn test_timer_message_before_first_estimate_is_held_then_checked() {
     // The first estimate: 10 kB/s. The 1 MB message cannot make its 1 s deadline.
     s.set_rate(Time::from_millis(20), 10_000.0);
     let ev = events(&mut s);
-    assert!(
-        ev.iter()
-            .any(|e| matches!(e, NaiEvent::TimerExpired { id, early: true, .. } if *id == late)),
-        "{ev:?}"
-    );
+    assert!(expired_early(&ev, late), "{ev:?}");
     assert_eq!(s.state(ok), Ok(MessageState::Scheduled));
 }
 
@@ -721,10 +717,12 @@ fn test_an_unknown_rate_holds_messages_until_the_next_estimate() {
     // The path returns at 100 kB/s at 0.5 s: the big one cannot make it and expires early.
     s.set_rate(Time::from_millis(500), 100_000.0);
     let ev = events(&mut s);
-    assert!(
-        ev.iter()
-            .any(|e| matches!(e, NaiEvent::TimerExpired { id, early: true, .. } if *id == big)),
-        "{ev:?}"
-    );
+    assert!(expired_early(&ev, big), "{ev:?}");
     assert_eq!(s.state(before), Ok(MessageState::Scheduled));
+}
+
+/// Whether `ev` holds message `id`'s early expiry (its deadline judged unmeetable).
+fn expired_early(ev: &[NaiEvent], id: MessageId) -> bool {
+    ev.iter()
+        .any(|e| matches!(e, NaiEvent::TimerExpired { id: x, early: true, .. } if *x == id))
 }

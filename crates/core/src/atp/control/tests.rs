@@ -525,7 +525,13 @@ fn send_train_at(c: &mut RateControl, mut t: Time, rate: f64) -> (Vec<SppDatagra
 /// A control that has run a second on a 1 MB/s path of RTT `rtt`, its application now idle,
 /// and the time its first filler train is due.
 fn idle_at_one_megabyte(rtt: Duration) -> (RateControl, Time) {
-    let (mut c, now) = at_one_megabyte(rtt);
+    let (c, now) = at_one_megabyte(rtt);
+    go_idle(c, now)
+}
+
+/// `c`, whose application has just left the link idle at `now`, and the time its first
+/// filler train is due.
+fn go_idle(mut c: RateControl, now: Time) -> (RateControl, Time) {
     c.set_in_flight(0);
     let t = c.filler_due().expect("a train is due").max(now);
     (c, t)
@@ -873,9 +879,7 @@ fn idle_at_100_megabytes(rtt: Duration) -> (RateControl, Time) {
     let mut c = control();
     let span = Duration::from_millis(100);
     let now = drive(&mut c, Time::ZERO, span, 1e8, rtt, Duration::ZERO);
-    c.set_in_flight(0);
-    let t = c.filler_due().expect("a train is due").max(now);
-    (c, t)
+    go_idle(c, now)
 }
 
 /// Regression (loopback bulk, one run in eight at 9 instead of 13 Gbit/s): a train that one
