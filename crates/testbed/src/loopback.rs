@@ -185,16 +185,16 @@ async fn messages(
             (got.bytes.load(Ordering::Acquire), server)
         });
         let mut pending: VecDeque<MessageHandle> = VecDeque::new();
+        // One buffer for every message, as the quinn and TCP senders write one chunk again and
+        // again (EXPERIMENTS.md, "One buffer for every message").
+        let chunk = bytes::Bytes::from(vec![0x42; CHUNK_BYTES]);
         for _ in 0..count {
             if pending.len() >= OUTSTANDING
                 && let Some(h) = pending.pop_front()
             {
                 h.outcome().await;
             }
-            pending.push_back(
-                conn.send(vec![0x42; CHUNK_BYTES], SendOptions::default())
-                    .await?,
-            );
+            pending.push_back(conn.send(chunk.clone(), SendOptions::default()).await?);
         }
         let (bytes, server) = recv.await?;
         recv_server.push(server);

@@ -397,6 +397,11 @@ async fn atp_flows(
             };
             let mut pending = std::collections::VecDeque::new();
             let (mut handed, mut delivered) = (0u64, 0u64);
+            // Every message sends the same bytes, as quinn's perf client does: one buffer,
+            // shared. A fresh one per message would put a 64 KB calloc (a memset, or page
+            // faults when glibc had handed the memory back) on the busy sending thread
+            // (EXPERIMENTS.md, "One buffer for every message").
+            let message = bytes::Bytes::from(vec![0u8; ATP_MESSAGE]);
             while tokio::time::Instant::now() < end {
                 if pending.len() >= ATP_WINDOW {
                     let h: MessageHandle = pending.pop_front().context("a pending message")?;
@@ -407,7 +412,7 @@ async fn atp_flows(
                     }
                     continue;
                 }
-                match conn.send(vec![0u8; ATP_MESSAGE], opts).await {
+                match conn.send(message.clone(), opts).await {
                     Ok(h) => {
                         handed += ATP_MESSAGE as u64;
                         c.written.store(handed, Ordering::Relaxed);

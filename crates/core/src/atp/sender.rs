@@ -11,6 +11,7 @@ use crate::nai::{
 use crate::spp::wire::DataHeader;
 use crate::spp::{SppDatagram, SppOutcome, SppRepr, SppSender, SppStats};
 use crate::time::Time;
+use bytes::Bytes;
 
 /// A token bucket that may go into debt by one datagram: send while tokens >= 0.
 #[derive(Clone, Debug)]
@@ -203,10 +204,11 @@ impl AtpSender {
         &mut self,
         now: Time,
         queue: QueueId,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageId, NaiError> {
-        self.payloads.submit(&mut self.nai, now, queue, data, opts)
+        self.payloads
+            .submit(&mut self.nai, now, queue, data.into(), opts)
     }
 
     /// The bytes of the DATA piece `header` describes, for a message submitted with

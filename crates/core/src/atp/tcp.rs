@@ -32,6 +32,7 @@ use crate::nai::{
 use crate::spp::{Delivery, SppEvent};
 use crate::time::Time;
 use crate::wire::{Reader, WireError, Writer};
+use bytes::Bytes;
 use std::collections::{BTreeMap, VecDeque};
 
 /// Version of the segment header.
@@ -202,10 +203,11 @@ impl AtpTcpSender {
         &mut self,
         now: Time,
         queue: QueueId,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageId, NaiError> {
-        self.payloads.submit(&mut self.nai, now, queue, data, opts)
+        self.payloads
+            .submit(&mut self.nai, now, queue, data.into(), opts)
     }
 
     /// The message bytes a DATA segment carries, for a message submitted with

@@ -3,12 +3,13 @@
 
 use super::{MessageId, NaiError, QueueId, Scheduler, SendOptions};
 use crate::time::Time;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 
 /// Message bytes by message, at most `max_bytes` in all.
 #[derive(Clone, Debug)]
 pub struct PayloadStore {
-    payloads: BTreeMap<MessageId, Vec<u8>>,
+    payloads: BTreeMap<MessageId, Bytes>,
     buffered_bytes: u64,
     max_bytes: u64,
 }
@@ -37,7 +38,7 @@ impl PayloadStore {
     }
 
     /// Holds `data` for `id` (after a successful [`check`](Self::check) and submission).
-    pub fn insert(&mut self, id: MessageId, data: Vec<u8>) {
+    pub fn insert(&mut self, id: MessageId, data: Bytes) {
         self.buffered_bytes = self.buffered_bytes.saturating_add(data.len() as u64);
         if let Some(old) = self.payloads.insert(id, data) {
             self.buffered_bytes = self.buffered_bytes.saturating_sub(old.len() as u64);
@@ -51,7 +52,7 @@ impl PayloadStore {
         nai: &mut Scheduler,
         now: Time,
         queue: QueueId,
-        data: Vec<u8>,
+        data: Bytes,
         opts: SendOptions,
     ) -> Result<MessageId, NaiError> {
         self.check(data.len() as u64)?;

@@ -128,6 +128,9 @@ pub struct SppSender {
     heard_limit: bool,
     /// Charged bytes of every message started, less those the receiver never held.
     started_charge: u64,
+    /// The packets one ACK took out of flight, kept between ACKs so that their list is not
+    /// allocated (and grown) again for each of the thousands a second a fast path brings.
+    acked: Vec<(u64, Sent)>,
 }
 
 impl SppSender {
@@ -139,6 +142,7 @@ impl SppSender {
             config,
             next_pn: 0,
             in_flight: SentPackets::default(),
+            acked: Vec::new(),
             largest_acked: None,
             rtt,
             backoffs: 0,
@@ -344,7 +348,8 @@ impl SppSender {
                 self.open.remove(&v.wire_seq);
             }
         }
-        let mut newly: Vec<(u64, Sent)> = Vec::new();
+        let mut newly = std::mem::take(&mut self.acked);
+        newly.clear();
         for &(s, e) in &ack.ranges {
             // `parse` only yields ordered ranges, but a frame built by hand may not be:
             // an empty or inverted range acknowledges nothing (and must not panic `range`).
@@ -354,16 +359,18 @@ impl SppSender {
             self.in_flight.remove_range(s, e, &mut newly);
         }
         if newly.is_empty() {
+            self.acked = newly;
             return out;
         }
         self.backoffs = 0;
+        out.reserve(newly.len());
         if let Some(&(pn, sent)) = newly.iter().max_by_key(|(pn, _)| *pn)
             && self.largest_acked.is_none_or(|l| pn > l)
         {
             self.largest_acked = Some(pn);
             self.rtt.on_sample(now - sent.at);
         }
-        for (_, sent) in newly {
+        for (_, sent) in newly.drain(..) {
             match sent.carried {
                 Carried::Data {
                     id,
@@ -391,6 +398,7 @@ impl SppSender {
             self.in_flight.remove_range(0, limit, &mut lost);
             self.declare_lost(lost, &mut out);
         }
+        self.acked = newly;
         out
     }
 

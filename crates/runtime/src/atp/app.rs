@@ -26,7 +26,7 @@ pub(super) fn submit(
     conn: &mut AtpConnection,
     now: Time,
     queue: QueueId,
-    data: Vec<u8>,
+    data: bytes::Bytes,
     opts: SendOptions,
 ) -> Result<MessageId, SendError> {
     conn.send(now, queue, data, opts).map_err(refused)

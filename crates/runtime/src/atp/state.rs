@@ -51,7 +51,7 @@ impl State {
         now: Time,
         id: u64,
         queue: QueueId,
-        data: Vec<u8>,
+        data: bytes::Bytes,
         opts: SendOptions,
     ) -> Option<Result<Submitted, SendError>> {
         let port = self.ports.get_mut(&id)?;
@@ -259,7 +259,7 @@ impl DirectSend for SharedState {
         &self,
         conn: u64,
         queue: QueueId,
-        data: Vec<u8>,
+        data: bytes::Bytes,
         opts: SendOptions,
     ) -> Option<Result<Submitted, SendError>> {
         let r = {

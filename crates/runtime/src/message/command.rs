@@ -35,7 +35,7 @@ pub(crate) enum Command {
 pub(crate) enum ConnOp {
     Send {
         queue: QueueId,
-        data: Vec<u8>,
+        data: bytes::Bytes,
         opts: SendOptions,
         reply: oneshot::Sender<Result<Submitted, SendError>>,
     },
@@ -95,7 +95,7 @@ pub(crate) trait DirectSend: Send + Sync + std::fmt::Debug {
         &self,
         conn: u64,
         queue: QueueId,
-        data: Vec<u8>,
+        data: bytes::Bytes,
         opts: SendOptions,
     ) -> Option<Result<Submitted, SendError>>;
 }

@@ -7,6 +7,7 @@ use super::{ConnectionEvent, ConnectionStats, Message, Transport};
 use crate::driver;
 use crate::error::{ConnectionError, SendError};
 use adaptnet_core::nai::{MessageId, NotificationId, Outcome, Priority, QueueId, SendOptions};
+use bytes::Bytes;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,7 +90,15 @@ impl Connection {
     /// `Err(SendError::Nai(NaiError::Rejected { .. }))` (the message has an id and an outcome,
     /// `Rejected`, all the same); a baseline holding `max_buffered_bytes` refuses with
     /// `NaiError::BufferFull`.
-    pub async fn send(&self, data: Vec<u8>, opts: SendOptions) -> Result<MessageHandle, SendError> {
+    ///
+    /// `data` is anything that becomes [`Bytes`] without a copy: a `Vec<u8>`, or a `Bytes`
+    /// the application keeps a handle to (one buffer sent many times, or slices of one large
+    /// one). The transport holds it until the message's outcome and never copies it whole.
+    pub async fn send(
+        &self,
+        data: impl Into<Bytes>,
+        opts: SendOptions,
+    ) -> Result<MessageHandle, SendError> {
         self.send_on(QueueId(0), data, opts).await
     }
 
@@ -98,9 +107,10 @@ impl Connection {
     pub async fn send_on(
         &self,
         queue: QueueId,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageHandle, SendError> {
+        let data = data.into();
         let s: Submitted = match &self.0.direct {
             Some(direct) => {
                 // Admitted at once, so a loop of sends would otherwise never give its thread
@@ -135,7 +145,7 @@ impl Connection {
     /// taken the message's last byte (or the message ended first).
     pub async fn send_sync(
         &self,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageHandle, SendError> {
         let mut h = self.send(data, opts).await?;

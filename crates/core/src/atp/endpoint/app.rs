@@ -15,6 +15,7 @@ use crate::nai::{
     MessageId, MessageState, NaiError, NotificationId, Priority, QueueId, SendOptions,
 };
 use crate::spp::SppStats;
+use bytes::Bytes;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -77,7 +78,7 @@ impl AtpConnection {
         &mut self,
         now: Time,
         queue: QueueId,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageId, AppError> {
         if !self.is_open() {

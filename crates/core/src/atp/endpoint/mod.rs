@@ -295,7 +295,7 @@ impl Endpoint {
         now: Time,
         id: ConnectionId,
         queue: crate::nai::QueueId,
-        data: Vec<u8>,
+        data: impl Into<bytes::Bytes>,
         opts: crate::nai::SendOptions,
     ) -> Result<crate::nai::MessageId, AppError> {
         self.connection_mut(id)
@@ -486,44 +486,13 @@ impl Endpoint {
                 return Some(Transmit::single(peer, n));
             }
         }
-        let ids: Vec<ConnectionId> = self
-            .conns
-            .range(ConnectionId(self.cursor)..)
-            .chain(self.conns.range(..ConnectionId(self.cursor)))
-            .map(|(id, _)| *id)
-            .collect();
-        for id in ids {
-            let Some((peer, entry)) = self.conns.get_mut(&id) else {
-                continue;
-            };
-            let n = match entry {
-                Entry::Connecting(hs) => hs
-                    .poll_transmit(now)
-                    .and_then(|p| p.emit(buf).ok())
-                    .map(|n| (n, false)),
-                Entry::Open { conn, accept_due } => {
-                    if *accept_due {
-                        *accept_due = false;
-                        let client_id = conn.client_id();
-                        SessionRepr::Accept { client_id }
-                            .emit(buf)
-                            .ok()
-                            .map(|n| (n, false))
-                    } else {
-                        conn.poll_transmit(now, buf)
-                    }
-                }
-            };
-            if let Some((len, coalesce)) = n {
-                self.cursor = id.0.wrapping_add(1);
-                return Some(Transmit {
-                    destination: *peer,
-                    len,
-                    coalesce,
-                });
-            }
-        }
-        None
+        // Connections in turn from the cursor, wrapping; no list of ids is collected: this
+        // runs once per datagram.
+        let from = ConnectionId(self.cursor);
+        let (id, transmit) = next_transmit(self.conns.range_mut(from..), now, buf)
+            .or_else(|| next_transmit(self.conns.range_mut(..from), now, buf))?;
+        self.cursor = id.0.wrapping_add(1);
+        Some(transmit)
     }
 
     /// When `handle_timeout` should next be called.
@@ -594,6 +563,46 @@ impl Endpoint {
         }
         found
     }
+}
+
+/// The first datagram one of `entries` has to send, written into `buf`: a handshake's, an
+/// accept owed to a client, or an open connection's.
+fn next_transmit<'a>(
+    entries: impl Iterator<Item = (&'a ConnectionId, &'a mut (SocketAddr, Entry))>,
+    now: Time,
+    buf: &mut [u8],
+) -> Option<(ConnectionId, Transmit)> {
+    for (id, (peer, entry)) in entries {
+        let n = match entry {
+            Entry::Connecting(hs) => hs
+                .poll_transmit(now)
+                .and_then(|p| p.emit(buf).ok())
+                .map(|n| (n, false)),
+            Entry::Open { conn, accept_due } => {
+                if *accept_due {
+                    *accept_due = false;
+                    let client_id = conn.client_id();
+                    SessionRepr::Accept { client_id }
+                        .emit(buf)
+                        .ok()
+                        .map(|n| (n, false))
+                } else {
+                    conn.poll_transmit(now, buf)
+                }
+            }
+        };
+        if let Some((len, coalesce)) = n {
+            return Some((
+                *id,
+                Transmit {
+                    destination: *peer,
+                    len,
+                    coalesce,
+                },
+            ));
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -56,6 +56,7 @@ use super::payloads::PayloadStore;
 use super::{DeadlineMargin, MAX_LEVELS};
 use super::{MessageId, NaiError, NaiEvent, Outcome, Priority, RejectReason, SendOptions};
 use crate::time::Time;
+use bytes::Bytes;
 use record::{RecordHeader, RecordKind};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -229,9 +230,10 @@ impl BaselineSender {
     pub fn submit_bytes(
         &mut self,
         now: Time,
-        data: Vec<u8>,
+        data: impl Into<Bytes>,
         opts: SendOptions,
     ) -> Result<MessageId, NaiError> {
+        let data = data.into();
         let len = data.len() as u64;
         self.payloads.check(len)?;
         let id = self.submit(now, len, opts)?;
