@@ -333,6 +333,20 @@ impl PendingRise {
     }
 }
 
+/// What one filler train showed that the next must confirm before the estimate moves: a
+/// train shows a rise or a fall, never both, and the next train's report settles it.
+#[derive(Clone, Copy, Debug, Default)]
+enum Pending {
+    /// Nothing awaits a second train.
+    #[default]
+    Nothing,
+    /// A rise, awaiting a confirming train.
+    Rise(PendingRise),
+    /// A fall deeper than `filler_fall_band` (the rate it read, bytes/s), awaiting the next
+    /// train's (see [`ControlConfig::filler_fall_band`]).
+    Fall(f64),
+}
+
 /// The rate control's state (see the module documentation).
 #[derive(Clone, Debug)]
 pub struct RateControl {
@@ -385,11 +399,8 @@ pub struct RateControl {
     agg_start: Time,
     agg_delivered: u64,
     filler: Filler,
-    /// A rise a train showed, awaiting the next train's confirmation.
-    pending_rise: Option<PendingRise>,
-    /// A fall deeper than `filler_fall_band` a train showed (the rate it read, bytes/s),
-    /// awaiting the next train's (see [`ControlConfig::filler_fall_band`]).
-    pending_fall: Option<f64>,
+    /// A rise or a fall a train showed, awaiting the next train's.
+    pending: Pending,
     /// Rises shown by a single train are not followed up until then, while the estimate is
     /// no higher than the rate (bytes/s) the refuting train measured (see
     /// [`ControlConfig::filler_rise_hold`]); and the hold the next refuted rise sets.
@@ -452,8 +463,7 @@ impl RateControl {
             agg_start: now,
             agg_delivered: 0,
             filler,
-            pending_rise: None,
-            pending_fall: None,
+            pending: Pending::Nothing,
             rise_hold_until: None,
             rise_hold,
             sustained: None,
@@ -661,8 +671,7 @@ impl RateControl {
             // The application uses the link: its own samples judge it now, and a rise a
             // train showed is moot (its confirmation would wait behind the application), and
             // so is a fall (a standing queue shows a real one).
-            self.pending_rise = None;
-            self.pending_fall = None;
+            self.pending = Pending::Nothing;
         }
     }
 
@@ -873,8 +882,7 @@ impl RateControl {
         self.phase = Phase::Drain;
         self.drain_until = now.saturating_add(drain);
         // The bottleneck was just measured busy: no rise or fall is pending.
-        self.pending_rise = None;
-        self.pending_fall = None;
+        self.pending = Pending::Nothing;
         // The queue seen within the next round trip is still the one just measured; after
         // it, a queue that still stands (a fall deeper than one reaction's halving) is
         // reacted to again.
@@ -1019,8 +1027,11 @@ impl RateControl {
         // of its first three quarters came) is trusted no further than the rise it confirms.
         // It may leave whenever it is due: it empties a full bucket by itself, so it needs
         // no bucket left short by the first train.
-        let confirmed = self.pending_rise.take();
-        let fell_to = self.pending_fall.take();
+        let (confirmed, fell_to) = match std::mem::take(&mut self.pending) {
+            Pending::Nothing => (None, None),
+            Pending::Rise(p) => (Some(p), None),
+            Pending::Fall(rate) => (None, Some(rate)),
+        };
         // A train that met the bottleneck sets what NAI plans with (`sustained`). Where its
         // head arrived as fast as it left (a token bucket's signature, see `head_taken`),
         // its rise is counted from that, not from the bottleneck filter: the application's
@@ -1047,12 +1058,12 @@ impl RateControl {
                 // goes then, with no short train first. Behind a bucket a short train is taken
                 // whole whatever the link does, so another says nothing, and waiting for one
                 // held a light application's rise a train interval longer (390 ms at 2 Mbit/s).
-                self.pending_rise = Some(PendingRise::shown(rate));
+                self.pending = Pending::Rise(PendingRise::shown(rate));
                 self.filler.restart_at(until);
                 return;
             }
             (true, None, _) => {
-                self.pending_rise = Some(PendingRise::shown(rate));
+                self.pending = Pending::Rise(PendingRise::shown(rate));
                 self.filler.follow_at_once(now);
                 if measured > bw {
                     // Back to the rate before the outage at once; beyond it, confirmed.
@@ -1084,7 +1095,7 @@ impl RateControl {
                     && left
                         < self.config.filler_taken_fraction * self.config.filler_confirm_gain * rate
                 {
-                    self.pending_rise = Some(PendingRise {
+                    self.pending = Pending::Rise(PendingRise {
                         rate,
                         recheck: true,
                     });
@@ -1138,7 +1149,7 @@ impl RateControl {
                     match fell_to {
                         Some(first) => rate.max(first),
                         None => {
-                            self.pending_fall = Some(rate);
+                            self.pending = Pending::Fall(rate);
                             self.filler.follow_at_once(now);
                             return;
                         }
@@ -1298,7 +1309,7 @@ impl RateControl {
         if !self.wants_filler(now) {
             return None;
         }
-        let confirming = self.pending_rise.is_some();
+        let confirming = matches!(self.pending, Pending::Rise(_));
         let gain = if confirming {
             self.config.filler_confirm_gain
         } else if self.phase == Phase::Startup {
@@ -1316,10 +1327,10 @@ impl RateControl {
         // answers): a path that returns at that rate is measured by one train — a report
         // slower than sent is the bottleneck, as fast is taken — instead of regrowing from
         // the halvings' floor, several trains of seconds each.
-        let base = match self.pending_rise {
+        let base = match self.pending {
             // A recheck is paced from the rate the last confirming train read (see
             // `on_report`).
-            Some(PendingRise {
+            Pending::Rise(PendingRise {
                 rate,
                 recheck: true,
             }) => rate.max(self.filler_base_rate()),
@@ -1388,7 +1399,10 @@ impl RateControl {
             // The path answers nothing: a full train would go into the same silence (and
             // at a collapsed estimate, every `filler_outage_interval`); pings find it.
             self.filler.enter_silence(now);
-            self.pending_fall = None;
+            // A fall a train showed is the outage's now; a rise still awaits its train.
+            if matches!(self.pending, Pending::Fall(_)) {
+                self.pending = Pending::Nothing;
+            }
             // Time the next halving from now; regrow by STARTUP once the path answers.
             self.last_ack_at = Some(now);
             self.first_unacked_send = None;
