@@ -86,6 +86,23 @@ fn send_over_every_message_transport_and_bulk_atp_against_serve() {
     );
     let _ = serve.kill();
     let _ = serve.wait();
+    // messages.csv: one row per message, its outcome column agreeing with the tallies.
+    let rows: Vec<Vec<String>> = transports
+        .iter()
+        .map(|t| {
+            let csv = std::fs::read_to_string(out.join(t).join("messages.csv"))
+                .unwrap_or_else(|e| panic!("{t}: messages.csv: {e}"));
+            let mut lines = csv.lines();
+            assert_eq!(
+                lines.next(),
+                Some("id,level,size_bytes,submitted_s,timer_ms,outcome,margin_ms,outcome_s"),
+                "{t}"
+            );
+            lines
+                .map(|l| l.split(',').nth(5).unwrap_or("").to_owned())
+                .collect()
+        })
+        .collect();
     let _ = std::fs::remove_dir_all(&out);
     for (t, r) in transports.iter().zip(&reports) {
         let levels = r["levels"].as_array().expect("levels");
@@ -98,6 +115,24 @@ fn send_over_every_message_transport_and_bulk_atp_against_serve() {
         );
         assert!(sum("on_time") + sum("late") > 0, "{t}: {r}");
         assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{t}: {r}");
+    }
+    for ((t, r), outcomes) in transports.iter().zip(&reports).zip(&rows) {
+        let levels = r["levels"].as_array().expect("levels");
+        let sum = |k: &str| -> u64 { levels.iter().map(|l| l[k].as_u64().unwrap_or(0)).sum() };
+        let count = |o: &str| outcomes.iter().filter(|x| x.as_str() == o).count() as u64;
+        assert_eq!(
+            outcomes.len() as u64,
+            sum("submitted"),
+            "{t}: one row per message"
+        );
+        assert_eq!(count("on_time"), sum("on_time"), "{t}");
+        assert_eq!(count("late"), sum("late"), "{t}");
+        assert_eq!(count("rejected"), sum("rejected"), "{t}");
+        assert_eq!(
+            count("expired") + count("expired_early"),
+            sum("expired"),
+            "{t}"
+        );
     }
     let results = bulk["results"].as_array().expect("results");
     assert!(

@@ -6,7 +6,8 @@
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageSpec};
 use adaptnet_core::nai::{
-    MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions, ServiceOrder,
+    DeadlineMargin, MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions,
+    ServiceOrder,
 };
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
@@ -89,6 +90,57 @@ pub struct WorkloadReport {
     pub seconds: f64,
     /// (seconds, planning estimate in bytes/s), once a second.
     pub estimate: Vec<(f64, f64)>,
+    /// Every message of the workload, in submission order (written as `messages.csv`; not
+    /// in the JSON summary, which stays one screen long).
+    #[serde(skip)]
+    pub messages: Vec<MessageRow>,
+}
+
+/// One message of a workload run: what was asked of it and what became of it, so that a
+/// miss can be placed in time (after an outage, at the start, behind a large message).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MessageRow {
+    /// The message's id; `None` for a message never submitted (the connection ended first).
+    pub id: Option<u64>,
+    /// Priority level name.
+    pub level: String,
+    /// Bytes.
+    pub size_bytes: u64,
+    /// Seconds from the run's start to the submission (or to when it was due, if unsent).
+    pub submitted_s: f64,
+    /// Callback timer, milliseconds.
+    pub timer_ms: Option<f64>,
+    /// `on_time`, `late`, `expired`, `expired_early`, `rejected`, `cancelled`, `abandoned`,
+    /// `no_outcome` (none came before the run's drain ended) or `unsent`.
+    pub outcome: &'static str,
+    /// For a delivered message with a timer: milliseconds before its deadline (negative:
+    /// after it).
+    pub margin_ms: Option<f64>,
+    /// Seconds from the run's start to when the outcome reached the application.
+    pub outcome_s: Option<f64>,
+}
+
+impl MessageRow {
+    /// The CSV header matching [`MessageRow::csv`].
+    pub const CSV_HEADER: &'static str =
+        "id,level,size_bytes,submitted_s,timer_ms,outcome,margin_ms,outcome_s\n";
+
+    /// The row as a CSV line (empty fields for `None`).
+    pub fn csv(&self) -> String {
+        let opt =
+            |v: Option<f64>, digits: usize| v.map_or(String::new(), |v| format!("{v:.digits$}"));
+        format!(
+            "{},{},{},{:.6},{},{},{},{}\n",
+            self.id.map_or(String::new(), |i| i.to_string()),
+            self.level,
+            self.size_bytes,
+            self.submitted_s,
+            opt(self.timer_ms, 3),
+            self.outcome,
+            opt(self.margin_ms, 3),
+            opt(self.outcome_s, 6),
+        )
+    }
 }
 
 /// Outcomes of one priority level.
@@ -147,6 +199,8 @@ pub(crate) async fn run_workload_to_end(
     let mut next_sample = Duration::ZERO;
     let total = specs.len();
     let mut outcomes = 0usize;
+    // When each outcome reached this task, seconds from `start`.
+    let mut arrived: std::collections::HashMap<MessageId, f64> = Default::default();
     let at_time = |d: Duration| Time::ZERO + d;
     for (index, spec) in specs.iter().enumerate() {
         let due = Duration::from_nanos(spec.at.as_nanos());
@@ -170,6 +224,7 @@ pub(crate) async fn run_workload_to_end(
                 () = tokio::time::sleep(wait) => {}
                 Some(Ok((id, outcome))) = pending.join_next() => {
                     ledger.on_event(&NaiEvent::Outcome { id, outcome });
+                    arrived.insert(id, start.elapsed().as_secs_f64());
                     outcomes += 1;
                 }
             }
@@ -193,6 +248,7 @@ pub(crate) async fn run_workload_to_end(
                     id,
                     outcome: Outcome::Rejected(reason),
                 });
+                arrived.insert(id, start.elapsed().as_secs_f64());
                 outcomes += 1;
             }
             Err(e @ SendError::ConnectionLost(_)) => {
@@ -212,6 +268,7 @@ pub(crate) async fn run_workload_to_end(
         match tokio::time::timeout_at(deadline, pending.join_next()).await {
             Ok(Some(Ok((id, outcome)))) => {
                 ledger.on_event(&NaiEvent::Outcome { id, outcome });
+                arrived.insert(id, start.elapsed().as_secs_f64());
                 outcomes += 1;
             }
             _ => break,
@@ -219,13 +276,69 @@ pub(crate) async fn run_workload_to_end(
     }
     estimate.push((start.elapsed().as_secs_f64(), conn.bandwidth()));
     let mut report = tally(&ledger, levels, start.elapsed().as_secs_f64(), estimate);
+    report.messages = message_rows(&ledger, &arrived, levels);
     for spec in unsent {
         if let Some(row) = report.levels.get_mut(usize::from(spec.priority.0)) {
             row.submitted += 1;
             row.abandoned += 1;
         }
+        report.messages.push(MessageRow {
+            id: None,
+            level: level_name(spec.priority, levels).to_owned(),
+            size_bytes: spec.size_bytes,
+            submitted_s: Duration::from_nanos(spec.at.as_nanos()).as_secs_f64(),
+            timer_ms: spec.timer.map(|t| t.as_secs_f64() * 1e3),
+            outcome: "unsent",
+            margin_ms: None,
+            outcome_s: None,
+        });
     }
     Ok((report, lost.map(|(_, e)| e)))
+}
+
+/// Every submitted message's row, in submission order (ids are handed out in that order).
+fn message_rows(
+    ledger: &Ledger,
+    arrived: &std::collections::HashMap<MessageId, f64>,
+    levels: u8,
+) -> Vec<MessageRow> {
+    ledger
+        .messages()
+        .iter()
+        .map(|(id, r)| {
+            let outcome = match r.outcome {
+                _ if r.on_time() => "on_time",
+                Some(Outcome::Delivered { .. }) => "late",
+                Some(Outcome::Expired { early: true }) => "expired_early",
+                Some(Outcome::Expired { early: false }) => "expired",
+                Some(Outcome::Rejected(_)) => "rejected",
+                Some(Outcome::Cancelled) => "cancelled",
+                Some(Outcome::Abandoned) => "abandoned",
+                None => "no_outcome",
+            };
+            let margin_ms = match r.outcome {
+                Some(Outcome::Delivered {
+                    margin: Some(DeadlineMargin::Early(d)),
+                    ..
+                }) => Some(d.as_secs_f64() * 1e3),
+                Some(Outcome::Delivered {
+                    margin: Some(DeadlineMargin::Late(d)),
+                    ..
+                }) => Some(-d.as_secs_f64() * 1e3),
+                _ => None,
+            };
+            MessageRow {
+                id: Some(id.0),
+                level: level_name(r.priority, levels).to_owned(),
+                size_bytes: r.size_bytes,
+                submitted_s: (r.submitted - Time::ZERO).as_secs_f64(),
+                timer_ms: r.timer.map(|t| t.as_secs_f64() * 1e3),
+                outcome,
+                margin_ms,
+                outcome_s: arrived.get(id).copied(),
+            }
+        })
+        .collect()
 }
 
 fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -> WorkloadReport {
@@ -258,6 +371,7 @@ fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -
         delivered_bytes,
         seconds,
         estimate,
+        messages: Vec::new(),
     }
 }
 
@@ -295,7 +409,8 @@ pub fn report_table(r: &WorkloadReport) -> Table {
     t
 }
 
-/// Writes `summary.json`, `levels.csv`, `estimate.csv` and `estimate.svg` into `out`.
+/// Writes `summary.json`, `levels.csv`, `messages.csv` (one row per message, see
+/// [`MessageRow`]), `estimate.csv` and `estimate.svg` into `out`.
 pub fn write_report(r: &WorkloadReport, out: &Path) -> Result<()> {
     let mut csv = String::from("seconds,estimate_bytes_per_s\n");
     for (t, e) in &r.estimate {
@@ -317,10 +432,23 @@ pub fn write_report(r: &WorkloadReport, out: &Path) -> Result<()> {
         &[
             ("summary.json".into(), serde_json::to_vec_pretty(r)?),
             ("levels.csv".into(), report_table(r).to_csv().into_bytes()),
+            (
+                "messages.csv".into(),
+                messages_csv(&r.messages).into_bytes(),
+            ),
             ("estimate.csv".into(), csv.into_bytes()),
             ("estimate.svg".into(), svg.into_bytes()),
         ],
     )
+}
+
+/// `messages.csv`: the header and one line per row.
+pub fn messages_csv(rows: &[MessageRow]) -> String {
+    let mut csv = String::from(MessageRow::CSV_HEADER);
+    for r in rows {
+        csv.push_str(&r.csv());
+    }
+    csv
 }
 
 /// Options of `adaptnet send`.
@@ -504,6 +632,66 @@ fn demo_specs(span: Duration) -> Vec<MessageSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_message_gets_a_row_with_its_outcome_margin_and_arrival() {
+        let mut ledger = Ledger::default();
+        let opts = |p: u8| SendOptions {
+            priority: Priority(p),
+            timer: Some(Duration::from_millis(100)),
+            on_expiry: OnExpiry::Discard,
+        };
+        for (id, at_ms) in [(0, 0), (1, 10), (2, 20), (3, 30)] {
+            ledger.submitted(
+                MessageId(id),
+                Time::from_millis(at_ms),
+                1000,
+                &opts((id % 2) as u8),
+            );
+        }
+        let delivered = |margin| Outcome::Delivered {
+            at: Time::ZERO,
+            margin: Some(margin),
+        };
+        let mut arrived = std::collections::HashMap::new();
+        for (id, outcome) in [
+            (
+                0,
+                delivered(DeadlineMargin::Early(Duration::from_millis(5))),
+            ),
+            (1, delivered(DeadlineMargin::Late(Duration::from_millis(3)))),
+            (2, Outcome::Expired { early: true }),
+        ] {
+            ledger.on_event(&NaiEvent::Outcome {
+                id: MessageId(id),
+                outcome,
+            });
+            arrived.insert(MessageId(id), 0.5 + id as f64);
+        }
+        let rows = message_rows(&ledger, &arrived, 2);
+        let got: Vec<_> = rows
+            .iter()
+            .map(|r| (r.id, r.outcome, r.margin_ms.map(f64::round), r.outcome_s))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some(0), "on_time", Some(5.0), Some(0.5)),
+                (Some(1), "late", Some(-3.0), Some(1.5)),
+                (Some(2), "expired_early", None, Some(2.5)),
+                (Some(3), "no_outcome", None, None),
+            ]
+        );
+        assert_eq!(rows[1].submitted_s, 0.010);
+        assert_eq!(
+            messages_csv(&rows[3..]),
+            format!(
+                "{}3,{},1000,0.030000,100.000,no_outcome,,\n",
+                MessageRow::CSV_HEADER,
+                rows[3].level
+            )
+        );
+    }
 
     #[test]
     fn peer_timeout_reaches_atps_liveness_and_kernel_tcps_user_timeout() {
