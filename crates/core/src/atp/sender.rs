@@ -396,11 +396,12 @@ impl AtpSender {
         c.set_in_flight(in_flight);
         let pace = c.pacing_rate();
         let estimate = c.estimate();
-        let outage = c.in_outage();
+        let unsettled = c.rate_unsettled(now);
         self.pacer.set_rate(now, pace);
-        if outage {
+        if unsettled {
             // The halvings of an outage are no evidence about the rate the path will have
-            // when it returns: NAI holds messages instead of refusing or expiring them on it.
+            // when it returns, nor are the first trains after it, until one meets the
+            // bottleneck: NAI holds messages instead of refusing or expiring them on it.
             if self.nai_rate.take().is_some() {
                 self.nai.set_rate_unknown();
             }

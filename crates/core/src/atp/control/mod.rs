@@ -188,6 +188,12 @@ pub struct ControlConfig {
     /// not make. 10 ms, a few scheduler time slices. A deep fall on a link slower than
     /// about 9 Mbit/s spreads an 8-datagram train over longer, and applies at once.
     pub filler_host_delay: Duration,
+    /// After an outage, how long the estimate may stay unmeasured before NAI plans with it
+    /// anyway (see [`RateControl::rate_unsettled`]). The trains that find a returning path
+    /// are paced from the rate the outage started from and double while taken whole, so a
+    /// path ten times faster than that is met within a few trains; 5 s bounds an unlucky
+    /// climb.
+    pub filler_return_hold: Duration,
     /// Datagrams in a confirming train (at most
     /// [`MAX_PROBE_TRAIN`](crate::spp::wire::MAX_PROBE_TRAIN)). It is judged by its last
     /// quarter: long enough, at [`filler_confirm_gain`](Self::filler_confirm_gain), that a
@@ -269,6 +275,7 @@ impl Default for ControlConfig {
             filler_rise_band: 1.1,
             filler_fall_band: 0.5,
             filler_host_delay: Duration::from_millis(10),
+            filler_return_hold: Duration::from_secs(5),
             filler_confirm_packets: 20,
             filler_confirm_gain: 4.0,
             filler_rise_hold: Duration::from_millis(250),
@@ -392,6 +399,10 @@ pub struct RateControl {
     /// The estimate the stalls of an outage started from, until the path is measured again
     /// (a filler train's verdict, or the estimate back at it): see `handle_timeout`.
     collapsed_from: Option<f64>,
+    /// When a train first answered after an outage, until a train or the application's
+    /// data meets the bottleneck: meanwhile the estimate is what the path took, a lower
+    /// bound on its rate (see [`RateControl::rate_unsettled`]).
+    returned_at: Option<Time>,
     /// Bytes acknowledged beyond what the bottleneck rate explains (BBR's `extra_acked`),
     /// windowed maximum over the bandwidth filter's window.
     extra_acked: WindowedMax,
@@ -459,6 +470,7 @@ impl RateControl {
             round_mark: 0,
             iface_queue_packets: None,
             collapsed_from: None,
+            returned_at: None,
             extra_acked: WindowedMax::default(),
             agg_start: now,
             agg_delivered: 0,
@@ -534,6 +546,20 @@ impl RateControl {
     /// measurement).
     pub fn in_outage(&self) -> bool {
         self.collapsed_from.is_some()
+    }
+
+    /// Whether the estimate is no evidence of what the path can carry: in an outage (the
+    /// stalls' halvings), or since the path answered again until a reading met the
+    /// bottleneck (at most [`ControlConfig::filler_return_hold`]). After an outage the first
+    /// trains are paced from the rate the outage started from — near nothing when a link
+    /// faded into it — and a train taken whole says only that the path carries at least
+    /// that much. NAI planned with it and expired, the moment a faded link returned at ten
+    /// times that rate, messages it then had seconds to spare for.
+    pub fn rate_unsettled(&self, now: Time) -> bool {
+        self.in_outage()
+            || self
+                .returned_at
+                .is_some_and(|t| now.saturating_since(t) < self.config.filler_return_hold)
     }
 
     /// The rate pacing uses before anything is measured, and as a floor after an outage.
@@ -881,8 +907,10 @@ impl RateControl {
             .max(self.config.min_phase);
         self.phase = Phase::Drain;
         self.drain_until = now.saturating_add(drain);
-        // The bottleneck was just measured busy: no rise or fall is pending.
+        // The bottleneck was just measured busy: no rise or fall is pending, and after an
+        // outage the estimate is a measurement again.
         self.pending = Pending::Nothing;
+        self.returned_at = None;
         // The queue seen within the next round trip is still the one just measured; after
         // it, a queue that still stands (a fall deeper than one reaction's halving) is
         // reacted to again.
@@ -1011,7 +1039,13 @@ impl RateControl {
         // A train measured the path: the estimate is evidence again, not a stall's guess.
         // Up to the rate an outage started from, a rise needs no confirmation: the path was
         // measured there before.
-        let measured = self.collapsed_from.take().unwrap_or(0.0);
+        let measured = match self.collapsed_from.take() {
+            Some(from) => {
+                self.returned_at = Some(now);
+                from
+            }
+            None => 0.0,
+        };
         let bw = self.bottleneck_bytes_per_s();
         let rate = match verdict {
             TrainVerdict::Taken(r) | TrainVerdict::Bottleneck(r) => r,
@@ -1177,6 +1211,8 @@ impl RateControl {
             }
             TrainVerdict::Bottleneck(_) => {
                 self.stats.filler_capacity_samples += 1;
+                // The path's rate, measured: the estimate is evidence again after an outage.
+                self.returned_at = None;
                 self.bw.reset(now, rate);
                 self.measured_sustained(rate);
                 self.calibrated = true;

@@ -190,6 +190,29 @@ fn run_unanswered(c: &mut RateControl, from: Time, to: Time) -> Vec<(Time, SppDa
     }
 }
 
+/// Answers the last of the pings `sent` (by [`run_unanswered`] from `from`) `late` after the
+/// filler is next due; returns when.
+fn answer_last_ping(
+    c: &mut RateControl,
+    sent: &[(Time, SppDatagram)],
+    from: Time,
+    late: Duration,
+) -> Time {
+    let (_, id, _) = *trains(sent).last().expect("pings");
+    let last_sent = sent.last().expect("pings").0;
+    let t = c.filler_due().map_or(last_sent, |d| d.max(from)) + late;
+    c.handle_timeout(t);
+    c.on_report(
+        t,
+        &ProbeReport {
+            probe_id: id,
+            gap_ns: 1_000,
+            bytes: 7,
+        },
+    );
+    t
+}
+
 /// The probe id and index of a filler datagram.
 fn probe(d: &SppDatagram) -> ProbeHeader {
     let SppRepr::Probe(h) = d.repr else {
@@ -241,18 +264,7 @@ fn test_collapsed_filler_pings_small_and_backed_off_then_a_full_train_measures()
     assert!((9..=12).contains(&pings.len()), "{pings:?}");
     assert_eq!(c.stats().filler_pings, pings.len() as u64);
     // The last ping is answered (late, past its grace): the full train goes at once.
-    let (_, id, _) = *pings.last().expect("pings");
-    let mut t = c.filler_due().map_or(sent[sent.len() - 1].0, |d| d.max(t));
-    t += Duration::from_millis(300);
-    c.handle_timeout(t);
-    c.on_report(
-        t,
-        &ProbeReport {
-            probe_id: id,
-            gap_ns: 1_000,
-            bytes: 7,
-        },
-    );
+    let mut t = answer_last_ping(&mut c, &sent, t, Duration::from_millis(300));
     assert_eq!(c.filler_due(), Some(t), "a full train at once");
     let mut first = None;
     let mut n = 0;
@@ -946,4 +958,48 @@ fn test_a_shallow_fall_and_a_slow_paths_deep_fall_apply_at_once() {
             "a fall to {share} of the estimate: {after:.0} of {before:.0}"
         );
     }
+}
+
+/// Regression (the emulated synthetic trace, whose link fades to nothing into a 30-s outage
+/// and returns at 50 KB/s): the first train after an outage is paced from the rate the
+/// outage started from, and one taken whole says only that the path carries at least that
+/// much. NAI planned with it and expired, the moment the path answered, messages the
+/// returned link carried with seconds to spare. The estimate is unsettled until a train
+/// meets the bottleneck, or for at most `filler_return_hold`.
+#[test]
+fn test_after_an_outage_the_estimate_is_unsettled_until_a_train_meets_the_bottleneck() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let full = c.bottleneck_bytes_per_s();
+    let t = collapse(&mut c, now);
+    assert!(c.rate_unsettled(t), "in the outage");
+    // A ping is answered: the path is back, and a full train goes at once.
+    let sent = run_unanswered(&mut c, t, t + Duration::from_secs(2));
+    let t = answer_last_ping(&mut c, &sent, t, rtt);
+    // The train arrives as fast as it left, 1.5 times the rate before the outage.
+    let (train, end) = send_train_at(&mut c, t, 1.5 * full);
+    let at = end + rtt;
+    c.on_report(at, &report_at(probe(&train[0]).probe_id, 1.5 * full));
+    assert!(!c.in_outage(), "the path answered");
+    assert!(c.estimate().is_some(), "an estimate, a lower bound");
+    assert!(c.rate_unsettled(at), "taken whole is no measurement");
+    let hold = c.config().filler_return_hold;
+    assert!(c.rate_unsettled(at + hold - Duration::from_millis(1)));
+    assert!(!c.rate_unsettled(at + hold), "held at most {hold:?}");
+    // The confirming train, sent at once, meets the bottleneck: the estimate is evidence.
+    assert!(c.wants_filler(at), "the confirming train follows at once");
+    let (train, end) = send_train_at(&mut c, at, 3.0 * full);
+    let at = end + rtt;
+    // The whole train arrived at 0.6 of the rate before the outage.
+    let size = u32::from(MTU);
+    let n = train.len() as u32 - 1;
+    let report = ProbeReport {
+        probe_id: probe(&train[0]).probe_id,
+        bytes: n * size,
+        gap_ns: (f64::from(n * size) / (0.6 * full) * 1e9) as u64,
+    };
+    c.on_report(at, &report);
+    let e = c.estimate().expect("measured");
+    assert!((e / (0.6 * full) - 1.0).abs() < 0.01, "{e}");
+    assert!(!c.rate_unsettled(at), "measured at {e}");
 }
