@@ -104,7 +104,7 @@ fn send_over_every_message_transport_and_bulk_atp_against_serve() {
         })
         .collect();
     let _ = std::fs::remove_dir_all(&out);
-    for (t, r) in transports.iter().zip(&reports) {
+    for ((t, r), outcomes) in transports.iter().zip(&reports).zip(&rows) {
         let levels = r["levels"].as_array().expect("levels");
         let sum = |k: &str| -> u64 { levels.iter().map(|l| l[k].as_u64().unwrap_or(0)).sum() };
         assert!(sum("submitted") > 0, "{t}: {r}");
@@ -115,10 +115,6 @@ fn send_over_every_message_transport_and_bulk_atp_against_serve() {
         );
         assert!(sum("on_time") + sum("late") > 0, "{t}: {r}");
         assert!(r["delivered_bytes"].as_u64().unwrap_or(0) > 0, "{t}: {r}");
-    }
-    for ((t, r), outcomes) in transports.iter().zip(&reports).zip(&rows) {
-        let levels = r["levels"].as_array().expect("levels");
-        let sum = |k: &str| -> u64 { levels.iter().map(|l| l[k].as_u64().unwrap_or(0)).sum() };
         let count = |o: &str| outcomes.iter().filter(|x| x.as_str() == o).count() as u64;
         assert_eq!(
             outcomes.len() as u64,

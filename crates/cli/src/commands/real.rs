@@ -4,7 +4,7 @@
 //! per second while running, `--json` output.
 
 use adaptnet_core::Time;
-use adaptnet_core::nai::app::{Ledger, MessageSpec};
+use adaptnet_core::nai::app::{Ledger, MessageRecord, MessageSpec};
 use adaptnet_core::nai::{
     DeadlineMargin, MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions,
     ServiceOrder,
@@ -306,16 +306,7 @@ fn message_rows(
         .messages()
         .iter()
         .map(|(id, r)| {
-            let outcome = match r.outcome {
-                _ if r.on_time() => "on_time",
-                Some(Outcome::Delivered { .. }) => "late",
-                Some(Outcome::Expired { early: true }) => "expired_early",
-                Some(Outcome::Expired { early: false }) => "expired",
-                Some(Outcome::Rejected(_)) => "rejected",
-                Some(Outcome::Cancelled) => "cancelled",
-                Some(Outcome::Abandoned) => "abandoned",
-                None => "no_outcome",
-            };
+            let outcome = outcome_name(r);
             let margin_ms = match r.outcome {
                 Some(Outcome::Delivered {
                     margin: Some(DeadlineMargin::Early(d)),
@@ -341,6 +332,21 @@ fn message_rows(
         .collect()
 }
 
+/// A message's outcome as `messages.csv` names it (the per-level tally counts by the same
+/// names: `expired` and `expired_early` together, `no_outcome` as abandoned).
+fn outcome_name(r: &MessageRecord) -> &'static str {
+    match r.outcome {
+        _ if r.on_time() => "on_time",
+        Some(Outcome::Delivered { .. }) => "late",
+        Some(Outcome::Expired { early: true }) => "expired_early",
+        Some(Outcome::Expired { early: false }) => "expired",
+        Some(Outcome::Rejected(_)) => "rejected",
+        Some(Outcome::Cancelled) => "cancelled",
+        Some(Outcome::Abandoned) => "abandoned",
+        None => "no_outcome",
+    }
+}
+
 fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -> WorkloadReport {
     let mut rows: Vec<LevelTally> = (0..levels)
         .map(|l| LevelTally {
@@ -354,13 +360,13 @@ fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -
             continue;
         };
         t.submitted += 1;
-        match r.outcome {
-            _ if r.on_time() => t.on_time += 1,
-            Some(Outcome::Delivered { .. }) => t.late += 1,
-            Some(Outcome::Expired { .. }) => t.expired += 1,
-            Some(Outcome::Rejected(_)) => t.rejected += 1,
-            Some(Outcome::Cancelled) => t.cancelled += 1,
-            Some(Outcome::Abandoned) | None => t.abandoned += 1,
+        match outcome_name(r) {
+            "on_time" => t.on_time += 1,
+            "late" => t.late += 1,
+            "expired" | "expired_early" => t.expired += 1,
+            "rejected" => t.rejected += 1,
+            "cancelled" => t.cancelled += 1,
+            _ => t.abandoned += 1,
         }
         if matches!(r.outcome, Some(Outcome::Delivered { .. })) {
             delivered_bytes += r.size_bytes;
