@@ -399,7 +399,8 @@ pub struct RateControl {
     /// The estimate the stalls of an outage started from, until the path is measured again
     /// (a filler train's verdict, or the estimate back at it): see `handle_timeout`.
     collapsed_from: Option<f64>,
-    /// When a train first answered after an outage, until a train or the application's
+    /// When the path answered after an outage (a train's report, or the application's data
+    /// acknowledged back up to the collapse's rate), until a train or the application's
     /// data meets the bottleneck: meanwhile the estimate is what the path took, a lower
     /// bound on its rate (see [`RateControl::rate_unsettled`]).
     returned_at: Option<Time>,
@@ -552,9 +553,10 @@ impl RateControl {
     /// stalls' halvings), or since the path answered again until a reading met the
     /// bottleneck (at most [`ControlConfig::filler_return_hold`]). After an outage the first
     /// trains are paced from the rate the outage started from — near nothing when a link
-    /// faded into it — and a train taken whole says only that the path carries at least
-    /// that much. NAI planned with it and expired, the moment a faded link returned at ten
-    /// times that rate, messages it then had seconds to spare for.
+    /// faded into it — and a train taken whole, or the application's data acknowledged back
+    /// up to that rate, says only that the path carries at least that much. NAI planned with
+    /// it and expired, the moment a faded link returned at ten times that rate, messages it
+    /// then had seconds to spare for.
     pub fn rate_unsettled(&self, now: Time) -> bool {
         self.in_outage()
             || self
@@ -787,7 +789,7 @@ impl RateControl {
         }
         self.note_backlog(now, app_limited);
         self.bw.expire(now, window);
-        self.end_collapse_if_back();
+        self.end_collapse_if_back(now);
         if self.check_queue(now) {
             return;
         }
@@ -1290,13 +1292,20 @@ impl RateControl {
         self.pacing_bw().max(self.collapsed_from.unwrap_or(0.0))
     }
 
-    /// Ends the collapse once the estimate is back where the stalls started.
-    fn end_collapse_if_back(&mut self) {
+    /// Ends the collapse once the estimate is back where the stalls started. What brought it
+    /// back is the application's data acknowledged as the path returned — on a link that
+    /// held it queued through the outage, that queue draining — at a pace that started from
+    /// the collapse: a lower bound on the returned path's rate, as a train taken whole is, so
+    /// the return hold starts here too. Without it NAI planned with the rate a fading link
+    /// had before its outage (44 kbit/s on the emulated synthetic trace, whose link returns
+    /// at 400) and expired, as the path returned, messages it then had seconds to spare for.
+    fn end_collapse_if_back(&mut self, now: Time) {
         if self
             .collapsed_from
             .is_some_and(|from| self.bottleneck_bytes_per_s() >= from)
         {
             self.collapsed_from = None;
+            self.returned_at = Some(now);
         }
     }
 

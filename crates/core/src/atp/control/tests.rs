@@ -1003,3 +1003,34 @@ fn test_after_an_outage_the_estimate_is_unsettled_until_a_train_meets_the_bottle
     assert!((e / (0.6 * full) - 1.0).abs() < 0.01, "{e}");
     assert!(!c.rate_unsettled(at), "measured at {e}");
 }
+
+#[test]
+fn test_after_an_outage_the_applications_data_back_at_the_old_rate_is_unsettled_too() {
+    let rtt = Duration::from_millis(10);
+    let (mut c, now) = at_one_megabyte(rtt);
+    let full = c.bottleneck_bytes_per_s();
+    let t = collapse(&mut c, now);
+    assert!(c.rate_unsettled(t), "in the outage");
+    // The path returns and acknowledges the application's data, no train first (a link
+    // that queued it through the outage drains that queue): the estimate is back where the
+    // outage started, which says only that the path carries at least that much.
+    let step = Duration::from_secs_f64(f64::from(MTU) / full);
+    let mut back = t;
+    while c.in_outage() {
+        assert!(back < t + Duration::from_secs(1), "the estimate came back");
+        back = drive(&mut c, back, step, full, rtt, Duration::ZERO);
+    }
+    assert!(c.estimate().is_some_and(|e| e >= 0.99 * full));
+    assert!(
+        c.rate_unsettled(back),
+        "back at the old rate is no measurement"
+    );
+    let hold = c.config().filler_return_hold;
+    assert!(
+        !c.rate_unsettled(t + hold + Duration::from_millis(100)),
+        "held at most {hold:?}"
+    );
+    // A standing queue under the application's data measures the bottleneck: evidence.
+    let at = drive(&mut c, back, Duration::from_millis(200), full, rtt, 5 * rtt);
+    assert!(!c.rate_unsettled(at), "a queue was seen");
+}
