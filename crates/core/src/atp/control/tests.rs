@@ -1031,6 +1031,8 @@ fn test_after_an_outage_the_applications_data_back_at_the_old_rate_is_unsettled_
         "held at most {hold:?}"
     );
     // A standing queue under the application's data measures the bottleneck: evidence.
+    let reactions = c.stats().queue_reactions;
     let at = drive(&mut c, back, Duration::from_millis(200), full, rtt, 5 * rtt);
-    assert!(!c.rate_unsettled(at), "a queue was seen");
+    assert!(c.stats().queue_reactions > reactions, "a queue was seen");
+    assert!(!c.rate_unsettled(at), "measured by the queue");
 }
