@@ -6,8 +6,7 @@
 use adaptnet_core::Time;
 use adaptnet_core::nai::app::{Ledger, MessageRecord, MessageSpec};
 use adaptnet_core::nai::{
-    DeadlineMargin, MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions,
-    ServiceOrder,
+    MessageId, NaiError, NaiEvent, OnExpiry, Outcome, Priority, SendOptions, ServiceOrder,
 };
 use adaptnet_experiments::nai::params::{WorkloadParams, load};
 use adaptnet_experiments::nai::table2::{PARAMS, Table2Params};
@@ -20,6 +19,7 @@ use adaptnet_runtime::message::{
 };
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
@@ -198,9 +198,8 @@ pub(crate) async fn run_workload_to_end(
     let mut estimate = Vec::new();
     let mut next_sample = Duration::ZERO;
     let total = specs.len();
-    let mut outcomes = 0usize;
-    // When each outcome reached this task, seconds from `start`.
-    let mut arrived: std::collections::HashMap<MessageId, f64> = Default::default();
+    // When each outcome reached this task, seconds from `start` (one entry per outcome).
+    let mut arrived: HashMap<MessageId, f64> = HashMap::new();
     let at_time = |d: Duration| Time::ZERO + d;
     for (index, spec) in specs.iter().enumerate() {
         let due = Duration::from_nanos(spec.at.as_nanos());
@@ -212,7 +211,7 @@ pub(crate) async fn run_workload_to_end(
                     "{:6.1} s  {:6} submitted  {:6} outcomes  estimate {:8.3} Mbit/s",
                     start.elapsed().as_secs_f64(),
                     ledger.messages().len(),
-                    outcomes,
+                    arrived.len(),
                     conn.bandwidth() * 8.0 / 1e6
                 );
                 next_sample += Duration::from_secs(1);
@@ -223,9 +222,7 @@ pub(crate) async fn run_workload_to_end(
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 Some(Ok((id, outcome))) = pending.join_next() => {
-                    ledger.on_event(&NaiEvent::Outcome { id, outcome });
-                    arrived.insert(id, start.elapsed().as_secs_f64());
-                    outcomes += 1;
+                    record_outcome(&mut ledger, &mut arrived, start, id, outcome);
                 }
             }
         }
@@ -244,12 +241,8 @@ pub(crate) async fn run_workload_to_end(
             }
             Err(SendError::Nai(NaiError::Rejected { id, reason })) => {
                 ledger.submitted(id, now, spec.size_bytes, &opts);
-                ledger.on_event(&NaiEvent::Outcome {
-                    id,
-                    outcome: Outcome::Rejected(reason),
-                });
-                arrived.insert(id, start.elapsed().as_secs_f64());
-                outcomes += 1;
+                let outcome = Outcome::Rejected(reason);
+                record_outcome(&mut ledger, &mut arrived, start, id, outcome);
             }
             Err(e @ SendError::ConnectionLost(_)) => {
                 lost = Some((index, e));
@@ -264,12 +257,10 @@ pub(crate) async fn run_workload_to_end(
         .unwrap_or_default();
     let total = total - unsent.len();
     let deadline = tokio::time::Instant::now() + drain;
-    while outcomes < total {
+    while arrived.len() < total {
         match tokio::time::timeout_at(deadline, pending.join_next()).await {
             Ok(Some(Ok((id, outcome)))) => {
-                ledger.on_event(&NaiEvent::Outcome { id, outcome });
-                arrived.insert(id, start.elapsed().as_secs_f64());
-                outcomes += 1;
+                record_outcome(&mut ledger, &mut arrived, start, id, outcome);
             }
             _ => break,
         }
@@ -288,7 +279,7 @@ pub(crate) async fn run_workload_to_end(
             size_bytes: spec.size_bytes,
             submitted_s: Duration::from_nanos(spec.at.as_nanos()).as_secs_f64(),
             timer_ms: spec.timer.map(|t| t.as_secs_f64() * 1e3),
-            outcome: "unsent",
+            outcome: OutcomeKind::Unsent.name(),
             margin_ms: None,
             outcome_s: None,
         });
@@ -296,26 +287,28 @@ pub(crate) async fn run_workload_to_end(
     Ok((report, lost.map(|(_, e)| e)))
 }
 
+/// Gives `ledger` a message's outcome and notes when it reached the application.
+fn record_outcome(
+    ledger: &mut Ledger,
+    arrived: &mut HashMap<MessageId, f64>,
+    start: Instant,
+    id: MessageId,
+    outcome: Outcome,
+) {
+    ledger.on_event(&NaiEvent::Outcome { id, outcome });
+    arrived.insert(id, start.elapsed().as_secs_f64());
+}
+
 /// Every submitted message's row, in submission order (ids are handed out in that order).
-fn message_rows(
-    ledger: &Ledger,
-    arrived: &std::collections::HashMap<MessageId, f64>,
-    levels: u8,
-) -> Vec<MessageRow> {
+fn message_rows(ledger: &Ledger, arrived: &HashMap<MessageId, f64>, levels: u8) -> Vec<MessageRow> {
     ledger
         .messages()
         .iter()
         .map(|(id, r)| {
-            let outcome = outcome_name(r);
             let margin_ms = match r.outcome {
                 Some(Outcome::Delivered {
-                    margin: Some(DeadlineMargin::Early(d)),
-                    ..
-                }) => Some(d.as_secs_f64() * 1e3),
-                Some(Outcome::Delivered {
-                    margin: Some(DeadlineMargin::Late(d)),
-                    ..
-                }) => Some(-d.as_secs_f64() * 1e3),
+                    margin: Some(m), ..
+                }) => Some(m.signed_secs() * 1e3),
                 _ => None,
             };
             MessageRow {
@@ -324,7 +317,7 @@ fn message_rows(
                 size_bytes: r.size_bytes,
                 submitted_s: (r.submitted - Time::ZERO).as_secs_f64(),
                 timer_ms: r.timer.map(|t| t.as_secs_f64() * 1e3),
-                outcome,
+                outcome: OutcomeKind::of(r).name(),
                 margin_ms,
                 outcome_s: arrived.get(id).copied(),
             }
@@ -332,18 +325,50 @@ fn message_rows(
         .collect()
 }
 
-/// A message's outcome as `messages.csv` names it (the per-level tally counts by the same
-/// names: `expired` and `expired_early` together, `no_outcome` as abandoned).
-fn outcome_name(r: &MessageRecord) -> &'static str {
-    match r.outcome {
-        _ if r.on_time() => "on_time",
-        Some(Outcome::Delivered { .. }) => "late",
-        Some(Outcome::Expired { early: true }) => "expired_early",
-        Some(Outcome::Expired { early: false }) => "expired",
-        Some(Outcome::Rejected(_)) => "rejected",
-        Some(Outcome::Cancelled) => "cancelled",
-        Some(Outcome::Abandoned) => "abandoned",
-        None => "no_outcome",
+/// What became of a message, as `messages.csv` names it and the per-level tally counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum OutcomeKind {
+    OnTime,
+    Late,
+    Expired,
+    ExpiredEarly,
+    Rejected,
+    Cancelled,
+    Abandoned,
+    /// No outcome came before the run's drain ended.
+    NoOutcome,
+    /// Never submitted: the connection ended first.
+    Unsent,
+}
+
+impl OutcomeKind {
+    /// The kind of a submitted message's outcome so far.
+    fn of(r: &MessageRecord) -> OutcomeKind {
+        match r.outcome {
+            _ if r.on_time() => OutcomeKind::OnTime,
+            Some(Outcome::Delivered { .. }) => OutcomeKind::Late,
+            Some(Outcome::Expired { early: true }) => OutcomeKind::ExpiredEarly,
+            Some(Outcome::Expired { early: false }) => OutcomeKind::Expired,
+            Some(Outcome::Rejected(_)) => OutcomeKind::Rejected,
+            Some(Outcome::Cancelled) => OutcomeKind::Cancelled,
+            Some(Outcome::Abandoned) => OutcomeKind::Abandoned,
+            None => OutcomeKind::NoOutcome,
+        }
+    }
+
+    /// The name in `messages.csv`.
+    fn name(self) -> &'static str {
+        match self {
+            OutcomeKind::OnTime => "on_time",
+            OutcomeKind::Late => "late",
+            OutcomeKind::Expired => "expired",
+            OutcomeKind::ExpiredEarly => "expired_early",
+            OutcomeKind::Rejected => "rejected",
+            OutcomeKind::Cancelled => "cancelled",
+            OutcomeKind::Abandoned => "abandoned",
+            OutcomeKind::NoOutcome => "no_outcome",
+            OutcomeKind::Unsent => "unsent",
+        }
     }
 }
 
@@ -360,13 +385,15 @@ fn tally(ledger: &Ledger, levels: u8, seconds: f64, estimate: Vec<(f64, f64)>) -
             continue;
         };
         t.submitted += 1;
-        match outcome_name(r) {
-            "on_time" => t.on_time += 1,
-            "late" => t.late += 1,
-            "expired" | "expired_early" => t.expired += 1,
-            "rejected" => t.rejected += 1,
-            "cancelled" => t.cancelled += 1,
-            _ => t.abandoned += 1,
+        match OutcomeKind::of(r) {
+            OutcomeKind::OnTime => t.on_time += 1,
+            OutcomeKind::Late => t.late += 1,
+            OutcomeKind::Expired | OutcomeKind::ExpiredEarly => t.expired += 1,
+            OutcomeKind::Rejected => t.rejected += 1,
+            OutcomeKind::Cancelled => t.cancelled += 1,
+            OutcomeKind::Abandoned | OutcomeKind::NoOutcome | OutcomeKind::Unsent => {
+                t.abandoned += 1
+            }
         }
         if matches!(r.outcome, Some(Outcome::Delivered { .. })) {
             delivered_bytes += r.size_bytes;
@@ -638,6 +665,7 @@ fn demo_specs(span: Duration) -> Vec<MessageSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use adaptnet_core::nai::DeadlineMargin;
 
     #[test]
     fn every_message_gets_a_row_with_its_outcome_margin_and_arrival() {
@@ -659,7 +687,7 @@ mod tests {
             at: Time::ZERO,
             margin: Some(margin),
         };
-        let mut arrived = std::collections::HashMap::new();
+        let mut arrived = HashMap::new();
         for (id, outcome) in [
             (
                 0,

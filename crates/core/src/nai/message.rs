@@ -84,6 +84,14 @@ impl DeadlineMargin {
             DeadlineMargin::Late(at - deadline)
         }
     }
+
+    /// Seconds before the deadline; negative for a delivery after it.
+    pub fn signed_secs(self) -> f64 {
+        match self {
+            DeadlineMargin::Early(d) => d.as_secs_f64(),
+            DeadlineMargin::Late(d) => -d.as_secs_f64(),
+        }
+    }
 }
 
 /// Why admission control refused a message (§3.3).

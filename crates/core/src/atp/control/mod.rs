@@ -1041,13 +1041,7 @@ impl RateControl {
         // A train measured the path: the estimate is evidence again, not a stall's guess.
         // Up to the rate an outage started from, a rise needs no confirmation: the path was
         // measured there before.
-        let measured = match self.collapsed_from.take() {
-            Some(from) => {
-                self.returned_at = Some(now);
-                from
-            }
-            None => 0.0,
-        };
+        let measured = self.end_collapse(now).unwrap_or(0.0);
         let bw = self.bottleneck_bytes_per_s();
         let rate = match verdict {
             TrainVerdict::Taken(r) | TrainVerdict::Bottleneck(r) => r,
@@ -1304,9 +1298,17 @@ impl RateControl {
             .collapsed_from
             .is_some_and(|from| self.bottleneck_bytes_per_s() >= from)
         {
-            self.collapsed_from = None;
-            self.returned_at = Some(now);
+            self.end_collapse(now);
         }
+    }
+
+    /// The path answered after an outage (a train's report, or the estimate back at the
+    /// rate the outage started from): the collapse ends and the return hold starts. Returns
+    /// that rate, if the estimate was collapsed.
+    fn end_collapse(&mut self, now: Time) -> Option<f64> {
+        let from = self.collapsed_from.take()?;
+        self.returned_at = Some(now);
+        Some(from)
     }
 
     /// Whether the filler runs at all: it is configured, and this side has sent the

@@ -960,6 +960,15 @@ fn test_a_shallow_fall_and_a_slow_paths_deep_fall_apply_at_once() {
     }
 }
 
+/// A control that ran a second on a 1 MB/s path of RTT `rtt` and then stalled into an
+/// outage; its estimate before the outage and the time the outage was declared.
+fn collapsed_from_one_megabyte(rtt: Duration) -> (RateControl, f64, Time) {
+    let (mut c, now) = at_one_megabyte(rtt);
+    let full = c.bottleneck_bytes_per_s();
+    let t = collapse(&mut c, now);
+    (c, full, t)
+}
+
 /// Regression (the emulated synthetic trace, whose link fades to nothing into a 30-s outage
 /// and returns at 50 KB/s): the first train after an outage is paced from the rate the
 /// outage started from, and one taken whole says only that the path carries at least that
@@ -969,9 +978,7 @@ fn test_a_shallow_fall_and_a_slow_paths_deep_fall_apply_at_once() {
 #[test]
 fn test_after_an_outage_the_estimate_is_unsettled_until_a_train_meets_the_bottleneck() {
     let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    let full = c.bottleneck_bytes_per_s();
-    let t = collapse(&mut c, now);
+    let (mut c, full, t) = collapsed_from_one_megabyte(rtt);
     assert!(c.rate_unsettled(t), "in the outage");
     // A ping is answered: the path is back, and a full train goes at once.
     let sent = run_unanswered(&mut c, t, t + Duration::from_secs(2));
@@ -1007,9 +1014,7 @@ fn test_after_an_outage_the_estimate_is_unsettled_until_a_train_meets_the_bottle
 #[test]
 fn test_after_an_outage_the_applications_data_back_at_the_old_rate_is_unsettled_too() {
     let rtt = Duration::from_millis(10);
-    let (mut c, now) = at_one_megabyte(rtt);
-    let full = c.bottleneck_bytes_per_s();
-    let t = collapse(&mut c, now);
+    let (mut c, full, t) = collapsed_from_one_megabyte(rtt);
     assert!(c.rate_unsettled(t), "in the outage");
     // The path returns and acknowledges the application's data, no train first (a link
     // that queued it through the outage drains that queue): the estimate is back where the
